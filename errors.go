@@ -1,0 +1,92 @@
+package flechtwerk
+
+import "fmt"
+
+// Code is the stable identifier of a configuration error. Codes never change
+// meaning between releases; match on them, not on messages.
+type Code string
+
+// All configuration error codes. Each has a sentinel ErrXxx below for use
+// with errors.Is.
+const (
+	// CodeEmptyApplicationID: the application id is empty. It names the
+	// consumer group, the transactional IDs and the changelog topic.
+	CodeEmptyApplicationID Code = "EMPTY_APPLICATION_ID"
+	// CodeNoBrokers: no seed brokers were given.
+	CodeNoBrokers Code = "NO_BROKERS"
+	// CodeNoInputTopics: a transformer was given no input topics.
+	CodeNoInputTopics Code = "NO_INPUT_TOPICS"
+	// CodeDuplicateTopic: a topic was listed twice, or an output or
+	// changelog topic is also an input.
+	CodeDuplicateTopic Code = "DUPLICATE_TOPIC"
+	// CodeMissingTopic: an input or config topic does not exist.
+	CodeMissingTopic Code = "MISSING_TOPIC"
+	// CodePartitionMismatch: input topics (or the config topics of one
+	// extractor) have unequal partition counts.
+	CodePartitionMismatch Code = "PARTITION_COUNT_MISMATCH"
+	// CodeChangelogMismatch: an existing changelog topic has a different
+	// partition count from the inputs (repartitioning needs a migration),
+	// or is not compacted.
+	CodeChangelogMismatch Code = "CHANGELOG_MISMATCH"
+	// CodeTransactionTimeout: the transaction timeout does not exceed the
+	// time a batch (or an extractor page) may take.
+	CodeTransactionTimeout Code = "TRANSACTION_TIMEOUT_TOO_SHORT"
+	// CodeInvalidOption: an option has a value outside its range.
+	CodeInvalidOption Code = "INVALID_OPTION"
+	// CodeInvalidTransformer: the transformer or extractor is unusable
+	// (nil function, a codec for the wrong state type).
+	CodeInvalidTransformer Code = "INVALID_TRANSFORMER"
+	// CodeNoPollInterval: an extractor was given no poll interval.
+	CodeNoPollInterval Code = "NO_POLL_INTERVAL"
+)
+
+// Sentinels, one per code: errors.Is(err, ErrMissingTopic) is true for every
+// *ConfigError with CodeMissingTopic.
+var (
+	ErrEmptyApplicationID = &ConfigError{Code: CodeEmptyApplicationID}
+	ErrNoBrokers          = &ConfigError{Code: CodeNoBrokers}
+	ErrNoInputTopics      = &ConfigError{Code: CodeNoInputTopics}
+	ErrDuplicateTopic     = &ConfigError{Code: CodeDuplicateTopic}
+	ErrMissingTopic       = &ConfigError{Code: CodeMissingTopic}
+	ErrPartitionMismatch  = &ConfigError{Code: CodePartitionMismatch}
+	ErrChangelogMismatch  = &ConfigError{Code: CodeChangelogMismatch}
+	ErrTransactionTimeout = &ConfigError{Code: CodeTransactionTimeout}
+	ErrInvalidOption      = &ConfigError{Code: CodeInvalidOption}
+	ErrInvalidTransformer = &ConfigError{Code: CodeInvalidTransformer}
+	ErrNoPollInterval     = &ConfigError{Code: CodeNoPollInterval}
+)
+
+// ConfigError is a configuration problem found before anything was
+// processed: no transaction was opened, no offset moved, nothing is lost.
+// Fix the configuration (or the cluster) and start again.
+type ConfigError struct {
+	// Code is the stable identifier of the problem.
+	Code Code
+	// Field names the option, topic or object at fault, e.g.
+	// "TransactionTimeout" or "topic orders".
+	Field string
+	// Msg says what is wrong.
+	Msg string
+}
+
+// Errorf returns a *ConfigError with the given code and field.
+func Errorf(code Code, field, format string, args ...any) *ConfigError {
+	return &ConfigError{Code: code, Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (e *ConfigError) Error() string {
+	switch {
+	case e.Field == "" && e.Msg == "":
+		return "flechtwerk: " + string(e.Code)
+	case e.Field == "":
+		return fmt.Sprintf("flechtwerk: %s: %s", e.Code, e.Msg)
+	default:
+		return fmt.Sprintf("flechtwerk: %s: %s: %s", e.Code, e.Field, e.Msg)
+	}
+}
+
+// Is reports whether target is a *ConfigError with the same code.
+func (e *ConfigError) Is(target error) bool {
+	t, ok := target.(*ConfigError)
+	return ok && t.Code == e.Code
+}

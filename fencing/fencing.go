@@ -1,0 +1,78 @@
+package fencing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ErrFenced means another owner took over this task's transactional ID: the
+// open transaction was aborted by the broker, nothing of it is visible, and
+// its input will be processed by the new owner. The process should stop
+// working on the task (Run returns it); restarting is safe.
+var ErrFenced = errors.New("fencing: producer fenced by a newer owner of the transactional ID")
+
+// TransactionalID returns the static transactional ID of task n of an
+// application: "{applicationID}-{n}".
+func TransactionalID(applicationID string, n int32) string {
+	return applicationID + "-" + strconv.Itoa(int(n))
+}
+
+// IsFenced reports whether err means the producer was fenced.
+func IsFenced(err error) bool {
+	return errors.Is(err, ErrFenced) ||
+		errors.Is(err, kerr.ProducerFenced) ||
+		errors.Is(err, kerr.InvalidProducerEpoch)
+}
+
+// fencedError keeps the broker's error in the chain under ErrFenced.
+type fencedError struct {
+	txnID string
+	err   error
+}
+
+func (e *fencedError) Error() string {
+	return fmt.Sprintf("fencing: transactional id %s fenced by a newer owner: %v", e.txnID, e.err)
+}
+
+func (e *fencedError) Unwrap() []error { return []error{ErrFenced, e.err} }
+
+// Classify wraps err so that errors.Is(err, ErrFenced) holds when err says
+// the producer with transactional ID txnID was fenced. Other errors are
+// returned unchanged; nil stays nil.
+func Classify(txnID string, err error) error {
+	if err == nil || errors.Is(err, ErrFenced) {
+		return err
+	}
+	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
+		return &fencedError{txnID: txnID, err: err}
+	}
+	return err
+}
+
+// Init creates a transactional producer with the static ID txnID and
+// initializes its producer ID: the fence. When Init returns, any previous
+// owner of txnID is fenced and its open transaction aborted. opts are added
+// to the client's options (seed brokers, TLS, SASL, partitioner, ...).
+func Init(ctx context.Context, txnID string, txnTimeout time.Duration, opts ...kgo.Opt) (*kgo.Client, error) {
+	all := append([]kgo.Opt{
+		kgo.TransactionalID(txnID),
+		kgo.TransactionTimeout(txnTimeout),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(0),
+	}, opts...)
+	cl, err := kgo.NewClient(all...)
+	if err != nil {
+		return nil, fmt.Errorf("fencing: producer for %s: %w", txnID, err)
+	}
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		cl.Close()
+		return nil, fmt.Errorf("fencing: initializing producer id of %s: %w", txnID, Classify(txnID, err))
+	}
+	return cl, nil
+}

@@ -1,0 +1,200 @@
+// Package kafkatest gives tests a broker and helpers around it.
+//
+// With KAFKA_BROKERS set (a comma-separated list) tests run against that
+// cluster, e.g. real Apache Kafka started by `make test`; without it each
+// test starts an embedded kfake cluster on 127.0.0.1. Every test uses its
+// own topic names (Name), so tests never interfere on a shared cluster.
+package kafkatest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Cluster is a broker for one test.
+type Cluster struct {
+	Brokers []string
+	// Real is true when the cluster came from KAFKA_BROKERS.
+	Real bool
+	Adm  *kadm.Client
+	cl   *kgo.Client
+}
+
+// Kind names the broker kind for logs: "kafka" or "kfake".
+func (c *Cluster) Kind() string {
+	if c.Real {
+		return "kafka"
+	}
+	return "kfake"
+}
+
+// New returns the test's cluster, closed when the test ends.
+func New(t testing.TB) *Cluster {
+	t.Helper()
+	c := &Cluster{}
+	if env := os.Getenv("KAFKA_BROKERS"); env != "" {
+		c.Brokers = strings.Split(env, ",")
+		c.Real = true
+	} else {
+		fc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500*time.Millisecond))
+		require.NoError(t, err)
+		t.Cleanup(fc.Close)
+		c.Brokers = fc.ListenAddrs()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	c.cl = cl
+	c.Adm = kadm.NewClient(cl)
+	t.Logf("broker: %s %v", c.Kind(), c.Brokers)
+	return c
+}
+
+var seq atomic.Int64
+
+// Name returns a topic or application name unique to this test run.
+func Name(prefix string) string {
+	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano()%1e9, seq.Add(1))
+}
+
+// CreateTopic creates a topic with partitions partitions.
+func (c *Cluster) CreateTopic(t testing.TB, name string, partitions int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := c.Adm.CreateTopic(ctx, partitions, -1, nil, name)
+	require.NoError(t, err, "create topic %s", name)
+}
+
+// Produce writes recs (non-transactionally, idempotent) and waits for them.
+func (c *Cluster) Produce(t testing.TB, recs ...*kgo.Record) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	require.NoError(t, err)
+	defer cl.Close()
+	require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
+}
+
+// ReadCommitted reads every committed record of topic (read_committed), up
+// to the end offsets listed when it is called.
+func (c *Cluster) ReadCommitted(t testing.TB, topic string) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ends, err := c.Adm.ListCommittedOffsets(ctx, topic)
+	require.NoError(t, err)
+	starts, err := c.Adm.ListStartOffsets(ctx, topic)
+	require.NoError(t, err)
+	want := map[int32]int64{}
+	offsets := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) {
+		require.NoError(t, o.Err)
+		s, _ := starts.Lookup(topic, o.Partition)
+		if o.Offset > s.Offset {
+			want[o.Partition] = o.Offset
+			offsets[o.Partition] = kgo.NewOffset().At(s.Offset)
+		}
+	})
+	if len(want) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords())
+	require.NoError(t, err)
+	defer cl.Close()
+	var out []*kgo.Record
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "reading %s: still waiting for partitions %v", topic, want)
+		fs.EachError(func(tp string, p int32, err error) { require.NoError(t, err, "fetch %s/%d", tp, p) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := want[r.Partition]; ok && r.Offset < end {
+				if !r.Attrs.IsControl() {
+					out = append(out, r)
+				}
+				if r.Offset >= end-1 {
+					delete(want, r.Partition)
+				}
+			}
+		})
+	}
+	return out
+}
+
+// CommittedOffsets returns the group's committed offsets of topic by
+// partition (partitions without a commit are absent).
+func (c *Cluster) CommittedOffsets(t testing.TB, group, topic string) map[int32]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := c.Adm.FetchOffsets(ctx, group)
+	require.NoError(t, err)
+	out := map[int32]int64{}
+	resp.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == topic && o.Err == nil && o.At >= 0 {
+			out[o.Partition] = o.At
+		}
+	})
+	return out
+}
+
+// EndOffsets returns the high watermarks of topic by partition.
+func (c *Cluster) EndOffsets(t testing.TB, topic string) map[int32]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ends, err := c.Adm.ListEndOffsets(ctx, topic)
+	require.NoError(t, err)
+	out := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	return out
+}
+
+// WaitFor polls cond every 50ms until it holds or timeout passes.
+func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Keys returns the sorted distinct keys of recs.
+func Keys(recs []*kgo.Record) []string {
+	seen := map[string]bool{}
+	for _, r := range recs {
+		seen[string(r.Key)] = true
+	}
+	out := make([]string, 0, len(seen))
+	for k := range seen {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Shuffle returns a shuffled copy.
+func Shuffle[T any](xs []T) []T {
+	out := append([]T(nil), xs...)
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}

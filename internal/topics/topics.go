@@ -1,0 +1,68 @@
+// Package topics validates the topics an application reads before anything
+// runs: they exist and have equal partition counts.
+package topics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/flechtwerk/flechtwerk"
+)
+
+// Info is what the runtime needs of one topic.
+type Info struct {
+	Name       string
+	ID         [16]byte
+	Partitions int32
+}
+
+// Describe loads the metadata of names and checks that every topic exists
+// and that all have the same partition count. role names the topics in
+// errors ("input", "config"). Every problem is reported at once.
+func Describe(ctx context.Context, adm *kadm.Client, role string, names []string) (map[string]Info, int32, error) {
+	details, err := adm.ListTopics(ctx, names...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("topics: describing %s topics %v: %w", role, names, err)
+	}
+	var errs []error
+	out := make(map[string]Info, len(names))
+	counts := map[int32][]string{}
+	for _, name := range names {
+		d, ok := details[name]
+		if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+			errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeMissingTopic, "topic "+name,
+				"%s topic %q does not exist", role, name))
+			continue
+		}
+		if d.Err != nil {
+			return nil, 0, fmt.Errorf("topics: describing %s topic %q: %w", role, name, d.Err)
+		}
+		n := int32(len(d.Partitions))
+		out[name] = Info{Name: name, ID: d.ID, Partitions: n}
+		counts[n] = append(counts[n], name)
+	}
+	if len(counts) > 1 {
+		var desc []string
+		for n, ts := range counts {
+			for _, t := range ts {
+				desc = append(desc, fmt.Sprintf("%s=%d", t, n))
+			}
+		}
+		sort.Strings(desc)
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodePartitionMismatch, role+" topics",
+			"%s topics must have equal partition counts, have %v", role, desc))
+	}
+	if len(errs) > 0 {
+		return nil, 0, errors.Join(errs...)
+	}
+	var n int32
+	for k := range counts {
+		n = k
+	}
+	return out, n, nil
+}

@@ -1,0 +1,43 @@
+// Package runner runs a transformer with exactly-once delivery.
+//
+//	r, err := runner.New(counter,
+//		runner.SeedBrokers("localhost:9092"),
+//		runner.ApplicationID("wordcount"),
+//		runner.InputTopics("words"),
+//	)
+//	if err != nil { ... }          // every configuration problem, coded
+//	err = r.Run(ctx)                // until ctx is canceled or an error
+//
+// Run joins the consumer group named by the application id with an eager
+// range assignment, so one member holds partition N of every input topic,
+// and builds one task per held partition number (package task). It fetches
+// read_committed, at most MaxPollRecords records per batch, and commits one
+// transaction per task and batch holding the task's outputs, deduplicated
+// state writes and input offsets.
+//
+// # Rebalances
+//
+// On assignment the new partitions are paused and each new task's producer
+// fences the previous owner; the main loop then restores each task's store
+// from its changelog partition and resumes its partitions. Partition
+// positions come from the group's committed offsets, which the client reads
+// with require-stable semantics after the fence. On revocation (or loss)
+// the in-flight batch finishes first (rebalances are blocked while a batch
+// runs), then every task is torn down. Errors inside group callbacks end Run.
+//
+// # Errors
+//
+// Run ends at the first error: a transform error (*task.ProcessError naming
+// topic, partition and offset), a fence (fencing.ErrFenced: another instance
+// owns the task now), or a broker error. The failed task's transaction is
+// aborted, nothing of its batch is visible, and its offsets did not move;
+// restarting the process replays from the last committed offset. There is
+// no retry inside Run: let it crash, and let the orchestrator restart it.
+//
+// # Stopping
+//
+// Canceling Run's context stops it gracefully: the in-flight batch commits
+// (bounded by BatchTimeout), producers and stores are closed, the member
+// leaves the group, and Run returns nil. Everything Run starts has exited
+// when it returns.
+package runner

@@ -1,0 +1,465 @@
+package task
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/flechtwerk/flechtwerk/changelog"
+	"github.com/flechtwerk/flechtwerk/fencing"
+	"github.com/flechtwerk/flechtwerk/store"
+	"github.com/flechtwerk/flechtwerk/transformer"
+)
+
+// Processor is what a task runs per record; *transformer.Transformer
+// implements it.
+type Processor interface {
+	Stateful() bool
+	StateKey(rec *transformer.Record) []byte
+	Process(ctx context.Context, rec *transformer.Record, state []byte, found bool) (transformer.Result, error)
+}
+
+// Config describes one task.
+type Config struct {
+	ApplicationID string
+	Partition     int32
+	// InputTopics in order: records of one state key run in this topic
+	// order, then offset order.
+	InputTopics []string
+	// TopicIDs of the input topics, for TxnOffsetCommit v6+.
+	TopicIDs map[string][16]byte
+	// Changelog topic; empty for stateless processors.
+	Changelog string
+	// StateDir is the root of all stores.
+	StateDir           string
+	TransactionTimeout time.Duration
+	// KafkaOpts are added to every client the task creates (brokers, TLS, SASL).
+	KafkaOpts []kgo.Opt
+	Logger    *slog.Logger
+}
+
+// Task is one running task.
+type Task struct {
+	cfg      Config
+	txnID    string
+	producer *kgo.Client
+	store    *store.Store
+	proc     Processor
+	topicIdx map[string]int
+}
+
+// ProcessError is a transform error. The task's batch was not committed:
+// nothing of it is visible and its offsets did not advance, so the record is
+// redelivered when the task runs again.
+type ProcessError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Err       error
+}
+
+func (e *ProcessError) Error() string {
+	return fmt.Sprintf("task: transform failed at topic %s partition %d offset %d (key %q): %v; batch aborted, offsets not advanced",
+		e.Topic, e.Partition, e.Offset, e.Key, e.Err)
+}
+
+func (e *ProcessError) Unwrap() error { return e.Err }
+
+// Start creates the task's transactional producer and fences every previous
+// owner of its transactional ID (step 1). It opens no store yet.
+func Start(ctx context.Context, cfg Config, proc Processor) (*Task, error) {
+	txnID := fencing.TransactionalID(cfg.ApplicationID, cfg.Partition)
+	opts := append(slices.Clone(cfg.KafkaOpts), kgo.RecordPartitioner(partitioner{changelog: cfg.Changelog}))
+	cl, err := fencing.Init(ctx, txnID, cfg.TransactionTimeout, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("task %d: %w", cfg.Partition, err)
+	}
+	idx := make(map[string]int, len(cfg.InputTopics))
+	for i, t := range cfg.InputTopics {
+		idx[t] = i
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Task{cfg: cfg, txnID: txnID, producer: cl, proc: proc, topicIdx: idx}, nil
+}
+
+// Partition returns the task's partition number.
+func (t *Task) Partition() int32 { return t.cfg.Partition }
+
+// Store returns the task's store, nil for stateless tasks or before Restore.
+func (t *Task) Store() *store.Store { return t.store }
+
+// Restore opens a fresh store and rebuilds it from the changelog (step 2).
+// Stateless tasks do nothing.
+func (t *Task) Restore(ctx context.Context, adm *kadm.Client) error {
+	if !t.proc.Stateful() {
+		return nil
+	}
+	st, err := store.Open(store.Dir(t.cfg.StateDir, t.cfg.ApplicationID, t.cfg.Partition))
+	if err != nil {
+		return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
+	}
+	t.store = st
+	began := time.Now()
+	n, err := changelog.Restore(ctx, adm, t.cfg.Changelog, t.cfg.Partition, st, t.cfg.KafkaOpts...)
+	if err != nil {
+		return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
+	}
+	t.cfg.Logger.Info("task restored", "partition", t.cfg.Partition, "changelog", t.cfg.Changelog,
+		"records", n, "took", time.Since(began))
+	return nil
+}
+
+// Close closes the producer (aborting nothing: an open transaction is
+// aborted by the next owner's fence or the transaction timeout) and the
+// store. A second Close is a no-op.
+func (t *Task) Close() error {
+	if t.producer != nil {
+		t.producer.Close()
+		t.producer = nil
+	}
+	err := t.store.Close()
+	t.store = nil
+	return err
+}
+
+// Batch is the processed, not yet committed, result of one batch of a task.
+type Batch struct {
+	outputs []*kgo.Record
+	writes  []store.Write
+	// Offsets are the next offsets to consume per input topic of the task.
+	Offsets map[string]int64
+	// Records is how many input records the batch held.
+	Records int
+}
+
+// Empty reports whether the batch wrote nothing: no output and no state
+// change. Its offsets must then be committed outside a transaction.
+func (b *Batch) Empty() bool { return len(b.outputs) == 0 && len(b.writes) == 0 }
+
+// Outputs returns how many output records the batch holds.
+func (b *Batch) Outputs() int { return len(b.outputs) }
+
+// StateWrites returns how many changelog writes (after dedupe) it holds.
+func (b *Batch) StateWrites() int { return len(b.writes) }
+
+type bucket struct {
+	key  []byte
+	recs []*kgo.Record
+	outs []*kgo.Record
+	// final state of the key
+	op    transformer.StateOp
+	state []byte
+	err   error
+}
+
+// Process runs the transform over recs (all of this task's partition),
+// bounded by sem (one slot per concurrently running bucket). It neither
+// produces nor commits.
+func (t *Task) Process(ctx context.Context, recs []*kgo.Record, sem chan struct{}) (*Batch, error) {
+	b := &Batch{Offsets: make(map[string]int64), Records: len(recs)}
+	if len(recs) == 0 {
+		return b, nil
+	}
+	ordered := slices.Clone(recs)
+	slices.SortStableFunc(ordered, func(x, y *kgo.Record) int {
+		if c := cmp.Compare(t.topicIdx[x.Topic], t.topicIdx[y.Topic]); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Offset, y.Offset)
+	})
+	for _, r := range ordered {
+		if r.Partition != t.cfg.Partition {
+			return nil, fmt.Errorf("task %d: got record of topic %s partition %d", t.cfg.Partition, r.Topic, r.Partition)
+		}
+		if next := r.Offset + 1; next > b.Offsets[r.Topic] {
+			b.Offsets[r.Topic] = next
+		}
+	}
+
+	stateful := t.proc.Stateful()
+	var buckets []*bucket
+	byKey := make(map[string]*bucket)
+	for _, r := range ordered {
+		key := t.proc.StateKey(toRecord(r))
+		if stateful && len(key) == 0 {
+			return nil, &ProcessError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key,
+				Err: errors.New("record has an empty state key; a stateful transformer needs one (set transformer.StateKey)")}
+		}
+		bk := byKey[string(key)]
+		if bk == nil {
+			bk = &bucket{key: key}
+			byKey[string(key)] = bk
+			buckets = append(buckets, bk)
+		}
+		bk.recs = append(bk.recs, r)
+	}
+
+	var wg sync.WaitGroup
+	for _, bk := range buckets {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return nil, fmt.Errorf("task %d: %w", t.cfg.Partition, ctx.Err())
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			t.runBucket(ctx, bk, stateful)
+		}()
+	}
+	wg.Wait()
+
+	for _, bk := range buckets {
+		if bk.err != nil {
+			return nil, bk.err
+		}
+	}
+	for _, bk := range buckets {
+		b.outputs = append(b.outputs, bk.outs...)
+		switch bk.op {
+		case transformer.StatePut:
+			b.writes = append(b.writes, store.Write{Key: bk.key, Value: bk.state})
+		case transformer.StateDelete:
+			b.writes = append(b.writes, store.Write{Key: bk.key, Delete: true})
+		}
+	}
+	return b, nil
+}
+
+func (t *Task) runBucket(ctx context.Context, bk *bucket, stateful bool) {
+	var (
+		cur   []byte
+		found bool
+	)
+	if stateful {
+		var err error
+		cur, found, err = t.store.Get(bk.key)
+		if err != nil {
+			bk.err = fmt.Errorf("task %d: %w", t.cfg.Partition, err)
+			return
+		}
+	}
+	for _, r := range bk.recs {
+		rec := toRecord(r)
+		res, err := t.proc.Process(ctx, rec, cur, found)
+		if err != nil {
+			bk.err = &ProcessError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Err: err}
+			return
+		}
+		for _, o := range res.Outputs {
+			bk.outs = append(bk.outs, toKgo(o))
+		}
+		if !stateful {
+			continue
+		}
+		switch res.Op {
+		case transformer.StatePut:
+			cur, found = res.State, true
+			bk.op, bk.state = transformer.StatePut, res.State
+		case transformer.StateDelete:
+			// A delete of a key that never existed before this batch
+			// still writes a tombstone: cheap, and always correct.
+			cur, found = nil, false
+			bk.op, bk.state = transformer.StateDelete, nil
+		}
+	}
+}
+
+// Commit makes a non-empty batch visible in one transaction: its outputs,
+// its changelog writes and its offsets. On success the store is updated.
+// On error the transaction was aborted (or its outcome is unknown and the
+// broker will abort it when the next owner fences); nothing of it is visible
+// to read_committed readers, and the task must not be used again.
+func (t *Task) Commit(ctx context.Context, b *Batch) error {
+	if b.Empty() {
+		return fmt.Errorf("task %d: Commit of an empty batch; commit its offsets through the group member", t.cfg.Partition)
+	}
+	// Ending a transaction must not be cut off by the caller's
+	// cancellation: an end whose outcome is unknown costs a fence.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.TransactionTimeout)
+	defer cancel()
+	cl := t.producer
+
+	if err := cl.BeginTransaction(); err != nil {
+		return fmt.Errorf("task %d: begin transaction: %w", t.cfg.Partition, fencing.Classify(t.txnID, err))
+	}
+	recs := make([]*kgo.Record, 0, len(b.outputs)+len(b.writes))
+	recs = append(recs, b.outputs...)
+	for _, w := range b.writes {
+		recs = append(recs, changelog.Record(t.cfg.Changelog, t.cfg.Partition, w))
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return t.abort(ctx, fmt.Errorf("task %d: produce: %w", t.cfg.Partition, fencing.Classify(t.txnID, err)))
+	}
+	if err := t.sendOffsets(ctx, b.Offsets); err != nil {
+		return t.abort(ctx, fmt.Errorf("task %d: offsets to transaction: %w", t.cfg.Partition, fencing.Classify(t.txnID, err)))
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		// Unknown outcome: retry the end as an abort. If the commit did
+		// land, the abort fails and the error still ends the task: the
+		// store is rebuilt from the changelog on restart.
+		return t.abort(ctx, fmt.Errorf("task %d: commit: %w", t.cfg.Partition, fencing.Classify(t.txnID, err)))
+	}
+	if t.store != nil {
+		if err := t.store.Apply(b.writes); err != nil {
+			return fmt.Errorf("task %d: transaction committed but the store update failed (restored from the changelog on restart): %w", t.cfg.Partition, err)
+		}
+	}
+	return nil
+}
+
+func (t *Task) abort(ctx context.Context, cause error) error {
+	cl := t.producer
+	if err := cl.AbortBufferedRecords(ctx); err != nil {
+		return errors.Join(cause, fmt.Errorf("task %d: abort buffered records: %w", t.cfg.Partition, err))
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		return errors.Join(cause, fmt.Errorf("task %d: abort: %w", t.cfg.Partition, fencing.Classify(t.txnID, err)))
+	}
+	return cause
+}
+
+// sendOffsets adds the group's offsets to the open transaction:
+// AddOffsetsToTxn then TxnOffsetCommit, with generation -1 and no member id
+// (the producer is not the group member).
+func (t *Task) sendOffsets(ctx context.Context, offsets map[string]int64) error {
+	id, epoch, err := t.producer.ProducerID(ctx)
+	if err != nil {
+		return err
+	}
+	group := t.cfg.ApplicationID
+
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID = t.txnID
+	add.ProducerID = id
+	add.ProducerEpoch = epoch
+	add.Group = group
+	if err := retry(ctx, func() error {
+		resp, err := add.RequestWith(ctx, t.producer)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	}); err != nil {
+		return fmt.Errorf("AddOffsetsToTxn: %w", err)
+	}
+
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID = t.txnID
+	req.Group = group
+	req.ProducerID = id
+	req.ProducerEpoch = epoch
+	req.Generation = -1
+	req.MemberID = ""
+	topics := make([]string, 0, len(offsets))
+	for topic := range offsets {
+		topics = append(topics, topic)
+	}
+	slices.Sort(topics)
+	for _, topic := range topics {
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = topic
+		rt.TopicID = t.cfg.TopicIDs[topic]
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition = t.cfg.Partition
+		rp.Offset = offsets[topic]
+		rp.LeaderEpoch = -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+	}
+	return retry(ctx, func() error {
+		resp, err := req.RequestWith(ctx, t.producer)
+		if err != nil {
+			return err
+		}
+		for i, rt := range resp.Topics {
+			name := rt.Topic
+			if name == "" && i < len(topics) {
+				name = topics[i]
+			}
+			for _, rp := range rt.Partitions {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					return fmt.Errorf("TxnOffsetCommit %s/%d: %w", name, rp.Partition, err)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// retry runs fn until it succeeds, fails with a non-retryable error, or ctx
+// ends. CONCURRENT_TRANSACTIONS (the previous transaction's markers are
+// still being written) is retryable here.
+func retry(ctx context.Context, fn func() error) error {
+	backoff := 10 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, kerr.ConcurrentTransactions) && !kerr.IsRetriable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+func toRecord(r *kgo.Record) *transformer.Record {
+	rec := &transformer.Record{
+		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+		Key: r.Key, Value: r.Value, Timestamp: r.Timestamp,
+	}
+	if len(r.Headers) > 0 {
+		rec.Headers = make([]transformer.Header, len(r.Headers))
+		for i, h := range r.Headers {
+			rec.Headers[i] = transformer.Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return rec
+}
+
+func toKgo(o transformer.Output) *kgo.Record {
+	r := &kgo.Record{Topic: o.Topic, Key: o.Key, Value: o.Value}
+	if len(o.Headers) > 0 {
+		r.Headers = make([]kgo.RecordHeader, len(o.Headers))
+		for i, h := range o.Headers {
+			r.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+		}
+	}
+	return r
+}
+
+// partitioner sends changelog records to their explicit partition and hashes
+// every other record's key like Kafka's default partitioner.
+type partitioner struct{ changelog string }
+
+var (
+	manual = kgo.ManualPartitioner()
+	hashed = kgo.StickyKeyPartitioner(nil)
+)
+
+func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	if topic == p.changelog && topic != "" {
+		return manual.ForTopic(topic)
+	}
+	return hashed.ForTopic(topic)
+}

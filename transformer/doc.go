@@ -1,0 +1,39 @@
+// Package transformer is the user API for stream transformations.
+//
+// A transformer is a function called once per input record. It receives the
+// record, its own copy of the current state of the record's state key, and an
+// *Emitter through which it sends output records and sets or deletes that
+// state. The runtime (package runner) commits, for each task and batch, the
+// outputs, the last state written per key and the input offsets in one Kafka
+// transaction.
+//
+//	counter := transformer.New(func(ctx context.Context, rec *transformer.Record, count int, out *transformer.Emitter[int]) error {
+//		count++
+//		out.SetState(count)
+//		out.Send("counts", rec.Key, []byte(strconv.Itoa(count)))
+//		return nil
+//	})
+//
+// State is typed through generics and stored encoded by a StateCodec (JSON by
+// default, raw bytes with Bytes). The state key defaults to the record key;
+// override it with the StateKey option. Stateless transformers (Stateless)
+// never open a store.
+//
+// # Semantics
+//
+//   - Records of one state key within a batch run serially, in input-topic
+//     order then offset order; each sees the state the previous one left.
+//     Records of different keys run concurrently: a transform function must
+//     be safe for concurrent use across keys.
+//   - The state passed in is decoded afresh for every call: mutating it
+//     without SetState changes nothing.
+//   - An error returned by a transform aborts the task's batch: none of its
+//     outputs, state writes or offsets become visible and Run ends with the
+//     error. There is no retry; restart the process to replay from the last
+//     committed offset.
+//
+// # Concurrency
+//
+// A *Transformer is immutable after New and safe for concurrent use. An
+// *Emitter belongs to one call and must not be kept after it returns.
+package transformer

@@ -1,0 +1,230 @@
+package transformer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/flechtwerk/flechtwerk"
+)
+
+// Header is a Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Record is one input record as read (read_committed) from an input topic.
+type Record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Headers   []Header
+	Timestamp time.Time
+}
+
+// Output is one record to produce inside the task's transaction. It goes to
+// the partition chosen by hashing Key with Kafka's default (murmur2)
+// partitioner, so outputs are co-partitioned with Java producers.
+type Output struct {
+	Topic   string
+	Key     []byte
+	Value   []byte
+	Headers []Header
+}
+
+// StateOp says what a transform call did to its key's state.
+type StateOp uint8
+
+const (
+	// StateKeep leaves the state as it was.
+	StateKeep StateOp = iota
+	// StatePut replaces the state with Result.State.
+	StatePut
+	// StateDelete removes the state (a tombstone in the changelog).
+	StateDelete
+)
+
+// Result is what one transform call produced, in encoded form. It is the
+// bridge between the typed user API and the runtime; users do not build it.
+type Result struct {
+	Outputs []Output
+	Op      StateOp
+	State   []byte
+}
+
+// Outputs collects the output records of one call.
+type Outputs struct {
+	outs []Output
+}
+
+// Send emits a record to topic, partitioned by key.
+func (o *Outputs) Send(topic string, key, value []byte) {
+	o.outs = append(o.outs, Output{Topic: topic, Key: key, Value: value})
+}
+
+// SendRecord emits a fully specified output record.
+func (o *Outputs) SendRecord(out Output) {
+	o.outs = append(o.outs, out)
+}
+
+// Emitter collects the outputs and the state change of one transform call.
+type Emitter[S any] struct {
+	Outputs
+	op    StateOp
+	state S
+	had   bool
+}
+
+// SetState sets the state of the record's state key to s. The last call of
+// the batch per key is what is written to the changelog and the store.
+func (e *Emitter[S]) SetState(s S) {
+	e.op = StatePut
+	e.state = s
+}
+
+// DeleteState removes the state of the record's state key.
+func (e *Emitter[S]) DeleteState() {
+	e.op = StateDelete
+	var zero S
+	e.state = zero
+}
+
+// HadState reports whether the key had a state when the call began; when it
+// did not, the state argument is the zero value of S.
+func (e *Emitter[S]) HadState() bool { return e.had }
+
+// Func is a stateful transform: called once per record with the current state
+// of the record's state key (the zero value when there is none).
+type Func[S any] func(ctx context.Context, rec *Record, state S, out *Emitter[S]) error
+
+// StatelessFunc is a transform that keeps no state.
+type StatelessFunc func(ctx context.Context, rec *Record, out *Outputs) error
+
+// None is the state type of stateless transformers.
+type None struct{}
+
+// Transformer is a transform function with its state codec and state-key
+// extraction. Build it with New or Stateless.
+type Transformer[S any] struct {
+	fn        Func[S]
+	stateless StatelessFunc
+	codec     StateCodec[S]
+	stateKey  func(*Record) []byte
+	err       error
+}
+
+// Opt configures a Transformer.
+type Opt interface{ apply(*cfg) }
+
+type cfg struct {
+	codec    any
+	stateKey func(*Record) []byte
+}
+
+type optFunc func(*cfg)
+
+func (f optFunc) apply(c *cfg) { f(c) }
+
+// StateKey sets the function that derives a record's state key. The default
+// is the record key. Records with equal state keys in one partition share
+// state and run serially; the key must not be empty for stateful
+// transformers (an empty key is an error naming the record).
+func StateKey(fn func(*Record) []byte) Opt {
+	return optFunc(func(c *cfg) { c.stateKey = fn })
+}
+
+// Codec sets the codec that encodes the state in the store and changelog.
+// The default is JSON. The codec's type must be the transformer's state type;
+// a mismatch is reported by Validate (and so by runner.New) with
+// flechtwerk.CodeInvalidTransformer.
+func Codec[S any](c StateCodec[S]) Opt {
+	return optFunc(func(cf *cfg) { cf.codec = c })
+}
+
+// New returns a stateful transformer over state type S.
+func New[S any](fn Func[S], opts ...Opt) *Transformer[S] {
+	var c cfg
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	t := &Transformer[S]{fn: fn, stateKey: c.stateKey}
+	switch codec := c.codec.(type) {
+	case nil:
+		t.codec = JSON[S]()
+	case StateCodec[S]:
+		t.codec = codec
+	default:
+		var zero S
+		t.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Codec",
+			"codec %T does not encode the state type %T", codec, zero)
+	}
+	if fn == nil {
+		t.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Func", "transform function is nil")
+	}
+	return t
+}
+
+// Stateless returns a transformer that keeps no state and opens no store.
+func Stateless(fn StatelessFunc, opts ...Opt) *Transformer[None] {
+	var c cfg
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	t := &Transformer[None]{stateless: fn, stateKey: c.stateKey}
+	if fn == nil {
+		t.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Func", "transform function is nil")
+	}
+	return t
+}
+
+// Validate reports a problem found when the transformer was built.
+func (t *Transformer[S]) Validate() error { return t.err }
+
+// Stateful reports whether the transformer keeps state.
+func (t *Transformer[S]) Stateful() bool { return t.stateless == nil }
+
+// StateKey returns the state key of rec.
+func (t *Transformer[S]) StateKey(rec *Record) []byte {
+	if t.stateKey != nil {
+		return t.stateKey(rec)
+	}
+	return rec.Key
+}
+
+// Process runs the transform for one record. state is the encoded current
+// state and found whether there is one. It is called by the runtime.
+func (t *Transformer[S]) Process(ctx context.Context, rec *Record, state []byte, found bool) (Result, error) {
+	if t.stateless != nil {
+		var out Outputs
+		if err := t.stateless(ctx, rec, &out); err != nil {
+			return Result{}, err
+		}
+		return Result{Outputs: out.outs}, nil
+	}
+	var s S
+	if found {
+		var err error
+		if s, err = t.codec.Decode(state); err != nil {
+			return Result{}, fmt.Errorf("transformer: decoding state of key %q: %w", t.StateKey(rec), err)
+		}
+	}
+	e := Emitter[S]{had: found}
+	if err := t.fn(ctx, rec, s, &e); err != nil {
+		return Result{}, err
+	}
+	r := Result{Outputs: e.outs, Op: e.op}
+	if e.op == StatePut {
+		b, err := t.codec.Encode(e.state)
+		if err != nil {
+			return Result{}, fmt.Errorf("transformer: encoding state of key %q: %w", t.StateKey(rec), err)
+		}
+		if b == nil {
+			b = []byte{} // nil is a tombstone on the changelog; keep puts distinct
+		}
+		r.State = b
+	}
+	return r, nil
+}
