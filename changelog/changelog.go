@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -101,23 +102,51 @@ func Record(topic string, partition int32, w store.Write) *kgo.Record {
 // transaction marker or a committed record, which the restore consumer
 // (keeping control records) always sees.
 func Restore(ctx context.Context, adm *kadm.Client, topic string, partition int32, st *store.Store, opts ...kgo.Opt) (int, error) {
-	starts, err := adm.ListStartOffsets(ctx, topic)
+	start, err := listOffset(ctx, adm.ListStartOffsets, topic, partition)
 	if err != nil {
 		return 0, fmt.Errorf("changelog: start offset of %s/%d: %w", topic, partition, err)
 	}
-	ends, err := adm.ListCommittedOffsets(ctx, topic)
+	end, err := listOffset(ctx, adm.ListCommittedOffsets, topic, partition)
 	if err != nil {
 		return 0, fmt.Errorf("changelog: last stable offset of %s/%d: %w", topic, partition, err)
 	}
-	start, ok1 := starts.Lookup(topic, partition)
-	end, ok2 := ends.Lookup(topic, partition)
-	if !ok1 || !ok2 || start.Err != nil || end.Err != nil {
-		return 0, fmt.Errorf("changelog: offsets of %s/%d unavailable: %v %v", topic, partition, start.Err, end.Err)
-	}
-	if end.Offset <= start.Offset {
+	if end <= start {
 		return 0, nil
 	}
-	return restoreRange(ctx, topic, partition, start.Offset, end.Offset, st, opts...)
+	return restoreRange(ctx, topic, partition, start, end, st, opts...)
+}
+
+// listOffset lists one partition's offset, retrying while the topic is not
+// yet known to the broker answering (a topic just created) or the error is
+// retriable.
+func listOffset(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), topic string, partition int32) (int64, error) {
+	backoff := 20 * time.Millisecond
+	for {
+		offs, err := list(ctx, topic)
+		if err == nil {
+			o, ok := offs.Lookup(topic, partition)
+			switch {
+			case ok && o.Err == nil:
+				return o.Offset, nil
+			case ok:
+				err = o.Err
+			default:
+				err = kerr.UnknownTopicOrPartition
+				if o, ok := offs.Lookup(topic, -1); ok && o.Err != nil {
+					err = o.Err
+				}
+			}
+		}
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) && !kerr.IsRetriable(err) {
+			return 0, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, errors.Join(err, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }
 
 func restoreRange(ctx context.Context, topic string, partition int32, from, end int64, st *store.Store, opts ...kgo.Opt) (int, error) {

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -45,6 +46,7 @@ func Open(dir string) (*Store, error) {
 		// The changelog is the durable copy; a lost store is restored
 		// from it, so the local WAL buys nothing.
 		DisableWAL: true,
+		Logger:     quiet{},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: opening %s: %w", dir, err)
@@ -123,4 +125,19 @@ func (s *Store) Close() error {
 		return fmt.Errorf("store: close %s: %w", s.dir, err)
 	}
 	return nil
+}
+
+// quiet keeps Pebble's informational chatter out of the application's
+// output; errors go to the default slog logger. Fatalf reports a broken
+// Pebble invariant and does not return, like Pebble's own logger.
+type quiet struct{}
+
+func (quiet) Infof(string, ...any) {}
+
+func (quiet) Errorf(format string, args ...any) {
+	slog.Error("store: pebble: " + fmt.Sprintf(format, args...))
+}
+
+func (quiet) Fatalf(format string, args ...any) {
+	panic("store: pebble: " + fmt.Sprintf(format, args...))
 }
