@@ -1,9 +1,3 @@
-// Package kafkatest gives tests a broker and helpers around it.
-//
-// With KAFKA_BROKERS set (a comma-separated list) tests run against that
-// cluster, e.g. real Apache Kafka started by `make test`; without it each
-// test starts an embedded kfake cluster on 127.0.0.1. Every test uses its
-// own topic names (Name), so tests never interfere on a shared cluster.
 package kafkatest
 
 import (
