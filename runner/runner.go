@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -22,9 +23,13 @@ import (
 
 // Runner runs one transformer. Build it with New; Run it once.
 type Runner struct {
-	cfg  cfg
-	proc task.Processor
+	cfg     cfg
+	proc    task.Processor
+	started atomic.Bool
 }
+
+// ErrRunTwice is returned by a second call of Run on the same Runner.
+var ErrRunTwice = errors.New("runner: Run called twice; build a new Runner with New")
 
 // New checks the configuration and returns a Runner. Every problem is
 // reported at once as *flechtwerk.ConfigError values joined with
@@ -64,6 +69,9 @@ func (r *Runner) Changelog() string { return changelog.Topic(r.cfg.appID) }
 // Run processes until ctx is canceled (then it stops gracefully and returns
 // nil) or an error ends it. See the package documentation.
 func (r *Runner) Run(ctx context.Context) error {
+	if !r.started.CompareAndSwap(false, true) {
+		return ErrRunTwice
+	}
 	c := &r.cfg
 	base := append([]kgo.Opt{kgo.SeedBrokers(c.brokers...), kgo.WithLogger(kslog.New(c.logger))}, c.kafkaOpts...)
 
