@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/store"
@@ -94,13 +95,20 @@ func Record(topic string, partition int32, w store.Write) *kgo.Record {
 // Restore reads partition of topic with read_committed isolation from the
 // log start up to the last stable offset and applies it to st in batches.
 // It returns the number of records applied. opts are the client options
-// (seed brokers, TLS, SASL) for the restore consumer.
+// (seed brokers, TLS, SASL) for the restore client.
 //
 // Restore must be called after the task's producer was fenced: then no
-// transaction of the partition's only writer is open, the last stable
-// offset equals the high watermark, and the record just below it is a
-// transaction marker or a committed record, which the restore consumer
-// (keeping control records) always sees.
+// transaction of the partition's only writer is open and the last stable
+// offset is final.
+//
+// Restore ends when its fetch position reaches the last stable offset
+// listed at the start, not when it has seen the record just below it: that
+// record may never reach a read_committed reader (aborted data of a
+// transaction whose abort marker lies above the last stable offset, because
+// another producer's transaction is still open; or a record or marker the
+// log cleaner removed). Read through a consumer, which reports records but
+// not its position, such a restore would wait forever. Restore therefore
+// fetches itself and advances over aborted batches and control records.
 func Restore(ctx context.Context, adm *kadm.Client, topic string, partition int32, st *store.Store, opts ...kgo.Opt) (int, error) {
 	start, err := listOffset(ctx, adm.ListStartOffsets, topic, partition)
 	if err != nil {
@@ -150,42 +158,108 @@ func listOffset(ctx context.Context, list func(context.Context, ...string) (kadm
 }
 
 func restoreRange(ctx context.Context, topic string, partition int32, from, end int64, st *store.Store, opts ...kgo.Opt) (int, error) {
-	all := append([]kgo.Opt{
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
-			topic: {partition: kgo.NewOffset().At(from)},
-		}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-	}, opts...)
-	cl, err := kgo.NewClient(all...)
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return 0, fmt.Errorf("changelog: restore consumer for %s/%d: %w", topic, partition, err)
+		return 0, fmt.Errorf("changelog: restore client for %s/%d: %w", topic, partition, err)
 	}
 	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	dec := kgo.DefaultDecompressor()
 
-	applied := 0
-	batch := make([]store.Write, 0, 1024)
-	for {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return applied, fmt.Errorf("changelog: restoring %s/%d: %w", topic, partition, err)
+	var (
+		applied int
+		offset  = from
+		leader  = int32(-1)
+		topicID [16]byte
+		backoff = 20 * time.Millisecond
+		stalls  int
+		writes  []store.Write
+		wrapErr = func(err error) error {
+			return fmt.Errorf("changelog: restoring %s/%d at offset %d: %w", topic, partition, offset, err)
 		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if ferr == nil {
-				ferr = fmt.Errorf("changelog: restoring %s/%d: %w", t, p, err)
-			}
-		})
-		if ferr != nil {
-			return applied, ferr
+		maxStall = 10
+	)
+	// wait backs off before retrying a retriable error.
+	wait := func(cause error) error {
+		select {
+		case <-ctx.Done():
+			return wrapErr(errors.Join(cause, ctx.Err()))
+		case <-time.After(backoff):
 		}
-		done := false
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset >= end-1 {
-				done = true
+		backoff = min(2*backoff, time.Second)
+		return nil
+	}
+	for offset < end {
+		if leader < 0 {
+			leader, topicID, err = partitionLeader(ctx, adm, topic, partition)
+			if err != nil {
+				if !retriable(err) {
+					return applied, wrapErr(err)
+				}
+				if err := wait(err); err != nil {
+					return applied, err
+				}
+				continue
 			}
-			if r.Offset >= end || r.Attrs.IsControl() {
-				return
+		}
+
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxWaitMillis = 500
+		req.MinBytes = 1
+		req.MaxBytes = 64 << 20
+		req.IsolationLevel = 1 // read_committed
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = topic, topicID
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = partition
+		rp.FetchOffset = offset
+		rp.PartitionMaxBytes = 16 << 20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+
+		resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		var part *kmsg.FetchResponseTopicPartition
+		if err == nil {
+			for i := range resp.Topics {
+				for j := range resp.Topics[i].Partitions {
+					if resp.Topics[i].Partitions[j].Partition == partition {
+						part = &resp.Topics[i].Partitions[j]
+					}
+				}
+			}
+			if part == nil {
+				err = kerr.UnknownTopicOrPartition
+			} else {
+				err = kerr.ErrorForCode(part.ErrorCode)
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil || !retriable(err) {
+				return applied, wrapErr(err)
+			}
+			leader = -1 // the leader may have moved
+			if err := wait(err); err != nil {
+				return applied, err
+			}
+			continue
+		}
+
+		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
+			Offset:         offset,
+			IsolationLevel: kgo.ReadCommitted(),
+			Topic:          topic,
+			Partition:      partition,
+		}, part, dec, nil)
+		if fp.Err != nil {
+			return applied, wrapErr(fp.Err)
+		}
+		writes = writes[:0]
+		for _, r := range fp.Records {
+			if r.Offset >= end {
+				continue
 			}
 			w := store.Write{Key: r.Key}
 			if r.Value == nil {
@@ -193,17 +267,68 @@ func restoreRange(ctx context.Context, topic string, partition int32, from, end 
 			} else {
 				w.Value = r.Value
 			}
-			batch = append(batch, w)
-		})
-		if len(batch) >= 1024 || done {
-			if err := st.Apply(batch); err != nil {
+			writes = append(writes, w)
+		}
+		if err := st.Apply(writes); err != nil {
+			return applied, err
+		}
+		applied += len(writes)
+
+		switch {
+		case next > offset:
+			offset, stalls, backoff = next, 0, 20*time.Millisecond
+		case len(part.RecordBatches) == 0 && part.LastStableOffset >= end:
+			// Nothing is left between offset and a last stable offset
+			// that covers end: the rest below end was removed by the
+			// log cleaner.
+			return applied, nil
+		default:
+			// A leader whose last stable offset has not caught up with
+			// end yet (just elected), or a batch cut short: try again.
+			if stalls++; stalls > maxStall {
+				return applied, wrapErr(fmt.Errorf("no progress after %d fetches (last stable offset %d, high watermark %d)",
+					stalls, part.LastStableOffset, part.HighWatermark))
+			}
+			if err := wait(nil); err != nil {
 				return applied, err
 			}
-			applied += len(batch)
-			batch = batch[:0]
-		}
-		if done {
-			return applied, nil
 		}
 	}
+	return applied, nil
+}
+
+// partitionLeader returns the leader broker of partition and the topic's ID.
+func partitionLeader(ctx context.Context, adm *kadm.Client, topic string, partition int32) (int32, [16]byte, error) {
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		return -1, [16]byte{}, err
+	}
+	td, ok := md.Topics[topic]
+	if !ok {
+		return -1, [16]byte{}, kerr.UnknownTopicOrPartition
+	}
+	if td.Err != nil {
+		return -1, [16]byte{}, td.Err
+	}
+	pd, ok := td.Partitions[partition]
+	if !ok {
+		return -1, [16]byte{}, kerr.UnknownTopicOrPartition
+	}
+	if pd.Err != nil && !errors.Is(pd.Err, kerr.ReplicaNotAvailable) {
+		return -1, [16]byte{}, pd.Err
+	}
+	if pd.Leader < 0 {
+		return -1, [16]byte{}, kerr.LeaderNotAvailable
+	}
+	return pd.Leader, td.ID, nil
+}
+
+// retriable reports whether a fetch or metadata error may pass: leadership
+// moves, a topic not yet known everywhere, or a broken connection.
+func retriable(err error) bool {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable || errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)
+	}
+	return !errors.Is(err, kgo.ErrClientClosed) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }

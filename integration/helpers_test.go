@@ -14,6 +14,7 @@ import (
 
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/runner"
+	"github.com/flechtwerk/flechtwerk/store"
 	"github.com/flechtwerk/flechtwerk/task"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
@@ -124,4 +125,83 @@ func waitCommitted(t testing.TB, c *kafkatest.Cluster, group, topic string, time
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// txnClient returns a transactional producer with the given id that writes
+// to the records' explicit partitions; it is closed when the test ends.
+func txnClient(t testing.TB, c *kafkatest.Cluster, txnID string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...),
+		kgo.TransactionalID(txnID),
+		kgo.TransactionTimeout(60*time.Second),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// produce writes recs in cl's open transaction and waits for them.
+func produce(t testing.TB, cl *kgo.Client, recs ...*kgo.Record) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
+}
+
+// beginAndProduce opens a transaction, writes recs in it and returns the
+// offset of the first.
+func beginAndProduce(t testing.TB, cl *kgo.Client, recs ...*kgo.Record) int64 {
+	t.Helper()
+	require.NoError(t, cl.BeginTransaction())
+	produce(t, cl, recs...)
+	return recs[0].Offset
+}
+
+// endTxn ends cl's transaction.
+func endTxn(t testing.TB, cl *kgo.Client, commit kgo.TransactionEndTry) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, cl.EndTransaction(ctx, commit))
+}
+
+// inTxn writes recs in one transaction and ends it with commit.
+func inTxn(t testing.TB, cl *kgo.Client, commit kgo.TransactionEndTry, recs ...*kgo.Record) {
+	t.Helper()
+	beginAndProduce(t, cl, recs...)
+	endTxn(t, cl, commit)
+}
+
+// waitEnd waits until partition p of topic has high watermark want: on
+// real Kafka transaction markers are written after EndTxn returns.
+func waitEnd(t testing.TB, c *kafkatest.Cluster, topic string, p int32, want int64) {
+	t.Helper()
+	kafkatest.WaitFor(t, 20*time.Second, fmt.Sprintf("end offset %d of %s/%d", want, topic, p), func() bool {
+		return c.EndOffsets(t, topic)[p] == want
+	})
+}
+
+// lastStable returns the last stable offset of partition p of topic.
+func lastStable(t testing.TB, c *kafkatest.Cluster, topic string, p int32) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	offs, err := c.Adm.ListCommittedOffsets(ctx, topic)
+	require.NoError(t, err)
+	o, ok := offs.Lookup(topic, p)
+	require.True(t, ok)
+	require.NoError(t, o.Err)
+	return o.Offset
+}
+
+// contents returns everything in st.
+func contents(t testing.TB, st *store.Store) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	require.NoError(t, st.Range(func(k, v []byte) bool {
+		out[string(k)] = string(v)
+		return true
+	}))
+	return out
 }
