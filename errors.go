@@ -38,6 +38,9 @@ const (
 	CodeInvalidTransformer Code = "INVALID_TRANSFORMER"
 	// CodeNoPollInterval: an extractor was given no poll interval.
 	CodeNoPollInterval Code = "NO_POLL_INTERVAL"
+	// CodeNoConfigTopics: an extractor or a config table was given no
+	// config topics.
+	CodeNoConfigTopics Code = "NO_CONFIG_TOPICS"
 )
 
 // Sentinels, one per code: errors.Is(err, ErrMissingTopic) is true for every
@@ -54,6 +57,7 @@ var (
 	ErrInvalidOption      = &ConfigError{Code: CodeInvalidOption}
 	ErrInvalidTransformer = &ConfigError{Code: CodeInvalidTransformer}
 	ErrNoPollInterval     = &ConfigError{Code: CodeNoPollInterval}
+	ErrNoConfigTopics     = &ConfigError{Code: CodeNoConfigTopics}
 )
 
 // ConfigError is a configuration problem found before anything was

@@ -1,0 +1,232 @@
+package extractor
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/configtopic"
+	"github.com/flechtwerk/flechtwerk/transformer"
+)
+
+// Output is one record to produce in a page's transaction. It goes to the
+// partition chosen by hashing Key with Kafka's default (murmur2)
+// partitioner.
+type Output = transformer.Output
+
+// Header is a Kafka record header.
+type Header = transformer.Header
+
+// Config is the config record one poll runs for: the record as read from
+// the config topic and its decoded (and enriched) value.
+type Config[C any] = configtopic.Entry[C]
+
+// Func is a poll function: called once per live config per poll interval,
+// with that config's cursor (the zero value of S before the first Commit of
+// the config; see Emitter.HadCursor). It sends records through out and
+// closes pages with out.Commit. Records sent after the last Commit are
+// committed as a trailing page when Func returns nil.
+//
+// Func must return promptly once ctx is done: ctx ends when the config's
+// ownership token moves to another instance, when Run stops, and when a
+// page exceeds PageTimeout. Its open page is then aborted.
+type Func[C, S any] func(ctx context.Context, cfg Config[C], cursor S, out *Emitter[S]) error
+
+// Emitter collects the records of a poll's open page and closes pages. It
+// belongs to one poll call: it is not safe for concurrent use and must not
+// be kept after the call returns.
+type Emitter[S any] struct {
+	p     *page
+	codec transformer.StateCodec[S]
+	had   bool
+}
+
+// Send adds a record to the open page, partitioned by key.
+func (e *Emitter[S]) Send(topic string, key, value []byte) {
+	e.p.add(&kgo.Record{Topic: topic, Key: key, Value: value})
+}
+
+// SendRecord adds a fully specified record to the open page.
+func (e *Emitter[S]) SendRecord(o Output) {
+	r := &kgo.Record{Topic: o.Topic, Key: o.Key, Value: o.Value}
+	if len(o.Headers) > 0 {
+		r.Headers = make([]kgo.RecordHeader, len(o.Headers))
+		for i, h := range o.Headers {
+			r.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+		}
+	}
+	e.p.add(r)
+}
+
+// Pending returns how many records the open page holds.
+func (e *Emitter[S]) Pending() int { return len(e.p.recs) }
+
+// HadCursor reports whether the config had a committed cursor when the
+// poll began; when it did not, the cursor argument is the zero value of S.
+func (e *Emitter[S]) HadCursor() bool { return e.had }
+
+// Commit closes the open page: the records sent since the last Commit and
+// cursor become visible together, in one Kafka transaction of the config's
+// ownership token, and cursor is what the next poll of the config receives
+// (here or on the instance that takes the config over). Commit blocks until
+// the broker confirmed the transaction; the transaction is not cut off by
+// ctx (it is bounded by TransactionTimeout).
+//
+// On error nothing of the page is visible and the cursor did not move;
+// return the error. A failed Commit ends Run (a fence, a broker error, an
+// exceeded PageTimeout), except when the poll was canceled because its
+// token moved or Run is stopping: then the new owner resumes from the last
+// committed cursor. After an error every later Commit fails too.
+func (e *Emitter[S]) Commit(ctx context.Context, cursor S) error {
+	b, err := e.codec.Encode(cursor)
+	if err != nil {
+		err = fmt.Errorf("extractor: config %q: encoding cursor: %w", e.p.key, err)
+		e.p.fail(err)
+		return err
+	}
+	if b == nil {
+		b = []byte{} // nil is a tombstone on the changelog
+	}
+	return e.p.commit(ctx, b, true)
+}
+
+// Extractor is a poll function with its codecs. Build it with New; run it
+// with NewRunner.
+type Extractor[C, S any] struct {
+	fn     Func[C, S]
+	codec  transformer.StateCodec[S]
+	config configtopic.Decoder[C]
+	enrich configtopic.EnrichFunc[C]
+	err    error
+}
+
+// Opt configures an Extractor.
+type Opt interface{ apply(*exCfg) }
+
+type exCfg struct {
+	codec  any
+	config any
+	enrich any
+}
+
+type exOpt func(*exCfg)
+
+func (o exOpt) apply(c *exCfg) { o(c) }
+
+// CursorCodec sets the codec of the cursor state in the changelog. Default
+// transformer.JSON[S](). Its type must be the extractor's cursor type; a
+// mismatch is reported by NewRunner with flechtwerk.CodeInvalidTransformer.
+func CursorCodec[S any](c transformer.StateCodec[S]) Opt {
+	return exOpt(func(cf *exCfg) { cf.codec = c })
+}
+
+// ConfigCodec sets the decoder of the config records' values. Default
+// configtopic.JSON[C](). Its type must be the extractor's config type. A
+// record it cannot decode ends Run with a *configtopic.RecordError naming
+// topic, partition and offset.
+func ConfigCodec[C any](d configtopic.Decoder[C]) Opt {
+	return exOpt(func(cf *exCfg) { cf.config = d })
+}
+
+// Enrich sets a hook applied once to every decoded config record when it is
+// read (not on every poll), e.g. to resolve a secret the record names. An
+// error ends Run with a *configtopic.RecordError.
+func Enrich[C any](fn configtopic.EnrichFunc[C]) Opt {
+	return exOpt(func(cf *exCfg) { cf.enrich = fn })
+}
+
+// New returns an extractor over config type C and cursor type S.
+func New[C, S any](fn Func[C, S], opts ...Opt) *Extractor[C, S] {
+	var c exCfg
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	x := &Extractor[C, S]{fn: fn}
+	var (
+		zeroC C
+		zeroS S
+	)
+	switch codec := c.codec.(type) {
+	case nil:
+		x.codec = transformer.JSON[S]()
+	case transformer.StateCodec[S]:
+		x.codec = codec
+	default:
+		x.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "CursorCodec",
+			"codec %T does not encode the cursor type %T", codec, zeroS)
+	}
+	switch d := c.config.(type) {
+	case nil:
+		x.config = configtopic.JSON[C]()
+	case configtopic.Decoder[C]:
+		x.config = d
+	default:
+		x.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "ConfigCodec",
+			"decoder %T does not decode the config type %T", d, zeroC)
+	}
+	switch e := c.enrich.(type) {
+	case nil:
+	case configtopic.EnrichFunc[C]:
+		x.enrich = e
+	default:
+		x.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Enrich",
+			"enrich hook %T does not take the config type %T", e, zeroC)
+	}
+	if fn == nil {
+		x.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Func", "poll function is nil")
+	}
+	return x
+}
+
+// Validate reports a problem found when the extractor was built.
+func (x *Extractor[C, S]) Validate() error { return x.err }
+
+// Poller is what a Runner runs; *Extractor implements it. Build one with
+// New.
+type Poller interface {
+	Validate() error
+	decodeConfig() configtopic.Decoder[any]
+	enrichConfig() configtopic.EnrichFunc[any]
+	poll(ctx context.Context, cfg configtopic.Entry[any], cursor []byte, found bool, p *page) error
+}
+
+type anyDecoder[C any] struct{ d configtopic.Decoder[C] }
+
+func (a anyDecoder[C]) Decode(b []byte) (any, error) {
+	c, err := a.d.Decode(b)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (x *Extractor[C, S]) decodeConfig() configtopic.Decoder[any] { return anyDecoder[C]{x.config} }
+
+func (x *Extractor[C, S]) enrichConfig() configtopic.EnrichFunc[any] {
+	if x.enrich == nil {
+		return nil
+	}
+	return func(ctx context.Context, rec *configtopic.Record, v any) (any, error) {
+		c, _ := v.(C)
+		c, err := x.enrich(ctx, rec, c)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+}
+
+func (x *Extractor[C, S]) poll(ctx context.Context, e configtopic.Entry[any], cursor []byte, found bool, p *page) error {
+	cfg := Config[C]{Record: e.Record}
+	cfg.Config, _ = e.Config.(C)
+	var s S
+	if found {
+		var err error
+		if s, err = x.codec.Decode(cursor); err != nil {
+			return fmt.Errorf("decoding cursor: %w", err)
+		}
+	}
+	return x.fn(ctx, cfg, s, &Emitter[S]{p: p, codec: x.codec, had: found})
+}

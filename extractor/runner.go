@@ -1,0 +1,502 @@
+package extractor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kslog"
+
+	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/changelog"
+	"github.com/flechtwerk/flechtwerk/configtopic"
+	"github.com/flechtwerk/flechtwerk/internal/topics"
+)
+
+// ErrPageTimeout means a page stayed open longer than PageTimeout. The page
+// was aborted (nothing of it is visible, its cursor did not move) and Run
+// ended; the config is polled again from its last committed cursor when the
+// extractor runs again.
+var ErrPageTimeout = errors.New("extractor: page exceeded PageTimeout")
+
+// PollError is a failed poll: the poll function returned an error, or its
+// page exceeded PageTimeout, or its cursor could not be decoded. The open
+// page was aborted: nothing of it is visible and the config's cursor did not
+// move, so the next run polls the config again from its last committed
+// cursor. Pages the poll committed before the error stay committed.
+type PollError struct {
+	// Key is the config key.
+	Key []byte
+	Err error
+}
+
+func (e *PollError) Error() string {
+	return fmt.Sprintf("extractor: poll of config %q failed; open page aborted, cursor not moved: %v", e.Key, e.Err)
+}
+
+func (e *PollError) Unwrap() error { return e.Err }
+
+// Runner runs one extractor. Build it with NewRunner; Run it once.
+type Runner struct {
+	cfg cfg
+	ex  Poller
+}
+
+// NewRunner checks the configuration and returns a Runner. Every problem is
+// reported at once as *flechtwerk.ConfigError values joined with
+// errors.Join; NewRunner does no I/O. Problems that need the cluster
+// (missing config topics, unequal partition counts, the changelog) are
+// reported by Run before anything is polled.
+func NewRunner(ex Poller, opts ...RunnerOpt) (*Runner, error) {
+	c := defaults()
+	for _, o := range opts {
+		o.apply(&c)
+	}
+	var errs []error
+	if ex == nil {
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "extractor", "extractor is nil"))
+	} else if err := ex.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	return &Runner{cfg: c, ex: ex}, nil
+}
+
+// Changelog returns the cursor changelog topic of the runner's application.
+func (r *Runner) Changelog() string { return changelog.Topic(r.cfg.appID) }
+
+// Run polls until ctx is canceled (then it stops gracefully and returns nil)
+// or an error ends it. See the package documentation.
+func (r *Runner) Run(ctx context.Context) error {
+	c := &r.cfg
+	rn := &run{r: r, wake: make(chan struct{}, 1), tokens: map[int32]*token{}, sched: map[string]*schedule{},
+		sem: make(chan struct{}, c.concurrency), changelog: changelog.Topic(c.appID)}
+	rn.base = append([]kgo.Opt{kgo.SeedBrokers(c.brokers...), kgo.WithLogger(kslog.New(c.logger))}, c.kafkaOpts...)
+
+	admCl, err := kgo.NewClient(rn.base...)
+	if err != nil {
+		return fmt.Errorf("extractor: admin client: %w", err)
+	}
+	defer admCl.Close()
+	rn.adm = kadm.NewClient(admCl)
+
+	_, n, err := topics.Describe(ctx, rn.adm, "config", c.topics)
+	if err != nil {
+		return err
+	}
+	rn.n = n
+	if err := changelog.Ensure(ctx, rn.adm, rn.changelog, n, c.replication); err != nil {
+		return err
+	}
+	tableOpts := []configtopic.Opt{
+		configtopic.SeedBrokers(c.brokers...),
+		configtopic.Topics(c.topics...),
+		configtopic.Codec(r.ex.decodeConfig()),
+		configtopic.WithKafkaOpts(c.kafkaOpts...),
+		configtopic.WithLogger(c.logger),
+	}
+	if e := r.ex.enrichConfig(); e != nil {
+		tableOpts = append(tableOpts, configtopic.Enrich(e))
+	}
+	table, err := configtopic.New[any](tableOpts...)
+	if err != nil {
+		return err
+	}
+	rn.table = table
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rn.ctx, rn.cancel = runCtx, cancel
+
+	rn.wg.Add(1)
+	go func() {
+		defer rn.wg.Done()
+		if err := table.Run(runCtx); err != nil {
+			rn.setFatal(fmt.Errorf("extractor: config table: %w", err))
+		}
+	}()
+
+	var consumer *kgo.Client
+	if err := table.WaitReady(runCtx); err == nil {
+		consumerOpts := append(rn.clientOpts(),
+			kgo.ConsumerGroup(c.appID),
+			kgo.ConsumeTopics(c.topics...),
+			kgo.Balancers(kgo.RangeBalancer()),
+			kgo.DisableAutoCommit(),
+			kgo.SessionTimeout(c.session),
+			kgo.OnPartitionsAssigned(rn.onAssigned),
+			kgo.OnPartitionsRevoked(rn.onRevoked),
+			kgo.OnPartitionsLost(rn.onRevoked),
+		)
+		consumerOpts = append(consumerOpts, c.consumerOpts...)
+		consumer, err = kgo.NewClient(consumerOpts...)
+		if err != nil {
+			rn.setFatal(fmt.Errorf("extractor: group member: %w", err))
+		} else {
+			// The group only hands out ownership; the config records
+			// are read in full by the table.
+			consumer.PauseFetchTopics(c.topics...)
+			rn.loop(runCtx)
+		}
+	} else if runCtx.Err() == nil {
+		rn.setFatal(err)
+	}
+
+	cancel()
+	if consumer != nil {
+		// Leaving the group runs onRevoked, which tears the tokens down.
+		consumer.Close()
+	}
+	rn.teardown(rn.takeTokens(nil))
+	rn.wg.Wait()
+	return rn.fatalErr()
+}
+
+// schedule is the poll schedule of one config key.
+type schedule struct {
+	running bool
+	last    time.Time
+}
+
+// run is the state of one Run.
+type run struct {
+	r         *Runner
+	adm       *kadm.Client
+	base      []kgo.Opt
+	changelog string
+	n         int32
+	table     *configtopic.Table[any]
+	ctx       context.Context
+	cancel    context.CancelFunc
+	sem       chan struct{}
+	wg        sync.WaitGroup
+
+	// mu guards tokens and sched.
+	mu     sync.Mutex
+	tokens map[int32]*token
+	sched  map[string]*schedule
+
+	fatalMu sync.Mutex
+	fatal   error
+	wake    chan struct{}
+}
+
+func (rn *run) clientOpts() []kgo.Opt { return slices.Clone(rn.base) }
+
+func (rn *run) setFatal(err error) {
+	rn.fatalMu.Lock()
+	if rn.fatal == nil {
+		rn.fatal = err
+	}
+	rn.fatalMu.Unlock()
+	rn.cancel()
+}
+
+func (rn *run) fatalErr() error {
+	rn.fatalMu.Lock()
+	defer rn.fatalMu.Unlock()
+	return rn.fatal
+}
+
+func (rn *run) poke() {
+	select {
+	case rn.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop starts due polls until ctx ends.
+func (rn *run) loop(ctx context.Context) {
+	for ctx.Err() == nil {
+		changed := rn.table.Changed()
+		next := rn.startDue()
+		timer := time.NewTimer(time.Until(next))
+		select {
+		case <-ctx.Done():
+		case <-rn.wake:
+		case <-changed:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+}
+
+// startDue starts the poll of every live config of a ready token whose
+// interval has passed and whose previous poll has ended, while concurrency
+// slots are free. It returns when the next config falls due.
+func (rn *run) startDue() time.Time {
+	interval := rn.r.cfg.interval
+	now := time.Now()
+	next := now.Add(interval)
+	live := map[string]bool{}
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	rn.table.Range(func(e configtopic.Entry[any]) bool {
+		key := string(e.Key)
+		live[key] = true
+		tk := rn.tokens[Token(e.Key, rn.n)]
+		if tk == nil || !tk.ready.Load() || tk.ctx.Err() != nil {
+			return true
+		}
+		st := rn.sched[key]
+		if st == nil {
+			st = &schedule{}
+			rn.sched[key] = st
+		}
+		if st.running {
+			return true
+		}
+		if due := st.last.Add(interval); !st.last.IsZero() && now.Before(due) {
+			if due.Before(next) {
+				next = due
+			}
+			return true
+		}
+		select {
+		case rn.sem <- struct{}{}:
+		default:
+			return false // a finishing poll wakes the loop
+		}
+		st.running, st.last = true, now
+		tk.polls.Add(1)
+		rn.wg.Add(1)
+		go rn.poll(tk, e, st)
+		return true
+	})
+	for key, st := range rn.sched {
+		if !live[key] && !st.running {
+			delete(rn.sched, key) // tombstoned: a config added again starts at once
+		}
+	}
+	return next
+}
+
+func (rn *run) poll(tk *token, e configtopic.Entry[any], st *schedule) {
+	defer func() {
+		<-rn.sem
+		rn.mu.Lock()
+		st.running = false
+		rn.mu.Unlock()
+		tk.polls.Done()
+		rn.wg.Done()
+		rn.poke()
+	}()
+	if err := rn.pollOnce(tk, e); err != nil {
+		rn.setFatal(err)
+	}
+}
+
+// pollOnce runs the poll function once for one config and commits its
+// trailing page.
+func (rn *run) pollOnce(tk *token, e configtopic.Entry[any]) error {
+	c := &rn.r.cfg
+	pctx, cancel := context.WithCancelCause(tk.ctx)
+	defer cancel(nil)
+	p := &page{rn: rn, tk: tk, key: e.Key, ctx: pctx}
+	p.timer = time.AfterFunc(c.pageTimeout, func() {
+		cancel(fmt.Errorf("%w (%v): the page was aborted; commit smaller pages or raise PageTimeout (below TransactionTimeout %v)",
+			ErrPageTimeout, c.pageTimeout, c.txnTimeout))
+	})
+	p.armed = true
+	defer p.timer.Stop()
+
+	cursor, found, err := tk.cursor(e.Key)
+	if err != nil {
+		if tk.ctx.Err() != nil {
+			return nil
+		}
+		return &PollError{Key: e.Key, Err: fmt.Errorf("reading cursor: %w", err)}
+	}
+	began := time.Now()
+	perr := rn.r.ex.poll(pctx, e, cursor, found, p)
+	p.timer.Stop()
+	p.armed = false
+
+	if cause := context.Cause(pctx); errors.Is(cause, ErrPageTimeout) {
+		return &PollError{Key: e.Key, Err: cause}
+	}
+	if tk.ctx.Err() != nil {
+		// The token moved or Run is stopping: the open page is
+		// dropped (aborted) and the new owner resumes from the last
+		// committed cursor.
+		c.logger.Debug("poll canceled; open page aborted", "config", string(e.Key), "token", tk.n, "records", len(p.recs))
+		return nil
+	}
+	if p.err != nil {
+		return p.err
+	}
+	if perr != nil {
+		return &PollError{Key: e.Key, Err: perr}
+	}
+	if len(p.recs) > 0 {
+		if err := p.commitNow(pctx, nil, false); err != nil {
+			if tk.ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+	c.logger.Debug("poll done", "config", string(e.Key), "token", tk.n, "pages", p.pages, "took", time.Since(began))
+	return nil
+}
+
+// page is the open page of one poll: records buffered until the page
+// closes. Buffering keeps the token's producer free for the pages of its
+// other configs: a page's transaction is open only while it commits.
+type page struct {
+	rn    *run
+	tk    *token
+	key   []byte
+	ctx   context.Context
+	timer *time.Timer
+	armed bool // timer runs: the page is open and the poll has not returned
+	recs  []*kgo.Record
+	pages int
+	err   error
+}
+
+func (p *page) add(r *kgo.Record) { p.recs = append(p.recs, r) }
+
+func (p *page) fail(err error) {
+	if p.err == nil {
+		p.err = err
+	}
+}
+
+// commit closes the page with a new cursor (Emitter.Commit).
+func (p *page) commit(ctx context.Context, cursor []byte, hasCursor bool) error {
+	if p.err != nil {
+		return p.err
+	}
+	if !p.armed {
+		p.fail(fmt.Errorf("extractor: config %q: Commit called after the poll function returned", p.key))
+		return p.err
+	}
+	if !p.timer.Stop() {
+		// The page timed out: its context carries the cause.
+		<-p.ctx.Done()
+	}
+	if err := p.commitNow(ctx, cursor, hasCursor); err != nil {
+		return err
+	}
+	p.timer.Reset(p.rn.r.cfg.pageTimeout)
+	return nil
+}
+
+func (p *page) commitNow(ctx context.Context, cursor []byte, hasCursor bool) error {
+	if cause := context.Cause(p.ctx); cause != nil {
+		if errors.Is(cause, ErrPageTimeout) {
+			p.fail(&PollError{Key: p.key, Err: cause})
+		} else {
+			p.fail(fmt.Errorf("extractor: config %q: page aborted: %w", p.key, cause))
+		}
+		return p.err
+	}
+	if err := p.tk.commit(ctx, p.rn, p.key, p.recs, cursor, hasCursor); err != nil {
+		p.fail(fmt.Errorf("extractor: committing page of config %q (token %d): %w", p.key, p.tk.n, err))
+		return p.err
+	}
+	p.recs = nil
+	p.pages++
+	return nil
+}
+
+// onAssigned creates a token per held partition number and starts its
+// fence and restore; polls start once it is ready.
+func (rn *run) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	c := &rn.r.cfg
+	held := map[int32]int{}
+	for _, ps := range assigned {
+		for _, p := range ps {
+			held[p]++
+		}
+	}
+	var ns []int32
+	for n, k := range held {
+		if k != len(c.topics) {
+			rn.setFatal(fmt.Errorf("extractor: partition %d assigned for %d of %d config topics; the group must use range assignment over co-partitioned config topics (is another application using group %q?)", n, k, len(c.topics), c.appID))
+			return
+		}
+		if n >= rn.n {
+			rn.setFatal(fmt.Errorf("extractor: config topics grew from %d partitions to more than %d; the cursor changelog needs a migration (restart with a new application id)", rn.n, n))
+			return
+		}
+		ns = append(ns, n)
+	}
+	slices.Sort(ns)
+	rn.mu.Lock()
+	for _, n := range ns {
+		if rn.tokens[n] != nil {
+			continue
+		}
+		tk := newToken(rn.ctx, c.appID, n)
+		rn.tokens[n] = tk
+		rn.wg.Add(1)
+		go func() {
+			defer rn.wg.Done()
+			defer close(tk.initDone)
+			if err := tk.init(rn); err != nil && tk.ctx.Err() == nil {
+				rn.setFatal(fmt.Errorf("extractor: %w", err))
+			}
+			rn.poke()
+		}()
+	}
+	rn.mu.Unlock()
+	c.logger.Info("extractor tokens assigned", "tokens", ns)
+}
+
+// onRevoked tears down the tokens of the revoked partitions: their polls
+// are canceled and their open pages aborted before the callback returns.
+func (rn *run) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	ns := map[int32]bool{}
+	for _, ps := range revoked {
+		for _, p := range ps {
+			ns[p] = true
+		}
+	}
+	rn.teardown(rn.takeTokens(ns))
+	rn.r.cfg.logger.Info("extractor tokens revoked", "revoked", revoked)
+}
+
+// takeTokens removes the tokens in ns (all when ns is nil) from the run.
+func (rn *run) takeTokens(ns map[int32]bool) []*token {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	var out []*token
+	for n, tk := range rn.tokens {
+		if ns == nil || ns[n] {
+			out = append(out, tk)
+			delete(rn.tokens, n)
+		}
+	}
+	return out
+}
+
+func (rn *run) teardown(tks []*token) {
+	for _, tk := range tks {
+		tk.cancel() // cancel every poll first, then wait for each
+	}
+	var errs []error
+	for _, tk := range tks {
+		if err := tk.teardown(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		rn.setFatal(fmt.Errorf("extractor: closing tokens: %w", err))
+	}
+}
