@@ -1,0 +1,47 @@
+// Package transformertest runs a transformer without Kafka, with the
+// semantics of the runtime, so that transforms can be tested as plain unit
+// tests.
+//
+// A Driver takes the place of the runner and its tasks. Each call of
+// Process is one batch (one poll): the records are grouped by partition (a
+// task each) and within a partition bucketed by state key; the records of
+// one bucket run serially in input-topic order, then offset order, each
+// seeing the state the previous one left; buckets run concurrently. The
+// state lives encoded, exactly as the transformer's codec wrote it, in an
+// in-memory store per partition; the changelog writes of a batch are
+// deduplicated to the last write per key. Offsets are assigned per topic and
+// partition as the records arrive, from 0.
+//
+//	counter := transformer.New(func(ctx context.Context, rec *transformer.Record, n int, out *transformer.Emitter[int]) error {
+//		n++
+//		out.SetState(n)
+//		out.Send("counts", rec.Key, []byte(strconv.Itoa(n)))
+//		return nil
+//	})
+//	d, err := transformertest.New(counter)
+//	require.NoError(t, err)
+//	_, err = d.Process(ctx,
+//		transformertest.StringInput("words", 0, "fox", "fox"),
+//		transformertest.StringInput("words", 0, "fox", "fox"))
+//	require.NoError(t, err)
+//	n, found, err := transformertest.State[int](d, 0, []byte("fox")) // 2, true, nil
+//
+// A batch is all or nothing: when a transform returns an error, Process
+// returns it (a *task.ProcessError naming the record, as the runtime does)
+// and the Driver is left exactly as before the call: no output, no state
+// change, no offset. In the runtime the error ends Run and the records are
+// redelivered after a restart; with a Driver, call Process again to replay.
+//
+// Two differences from the runtime remain. Outputs carry no partition: the
+// runtime picks it by hashing the key over the output topic's partitions,
+// which the Driver does not know. And a failed batch leaves every partition
+// unchanged, whereas in the runtime the tasks of one poll commit
+// independently, so partitions without an error may have committed before
+// Run ended; a replay then reprocesses only what was not committed.
+//
+// # Concurrency
+//
+// A Driver is safe for concurrent use; batches run one at a time. As in the
+// runtime, the transform runs concurrently across state keys (and
+// partitions) within a batch, so run the tests with -race.
+package transformertest
