@@ -1,11 +1,14 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,5 +206,87 @@ func contents(t testing.TB, st *store.Store) map[string]string {
 		out[string(k)] = string(v)
 		return true
 	}))
+	return out
+}
+
+// echoCounter counts records per state key and emits "<input value>#<count>"
+// to out under the input key. fail, when not nil, may fail a record.
+func echoCounter(out string, fail func(*transformer.Record) error) *transformer.Transformer[int] {
+	return transformer.New(func(ctx context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
+		if fail != nil {
+			if err := fail(rec); err != nil {
+				return err
+			}
+		}
+		n++
+		e.SetState(n)
+		e.Send(out, rec.Key, []byte(fmt.Sprintf("%s#%d", rec.Value, n)))
+		return nil
+	})
+}
+
+// values returns n records of topic partition p with values prefix0..,
+// keys spread over keys keys (prefix-independent: "k0".."k(keys-1)").
+func values(topic string, p int32, prefix string, n, keys int) []*kgo.Record {
+	recs := make([]*kgo.Record, n)
+	for i := range n {
+		recs[i] = &kgo.Record{Topic: topic, Partition: p,
+			Key: []byte(fmt.Sprintf("k%d", i%keys)), Value: []byte(fmt.Sprintf("%s%d", prefix, i))}
+	}
+	return recs
+}
+
+// requireExactlyOnce checks the outputs of echoCounter against its inputs
+// (produced, so their offsets are set, all of one partition per key): every
+// input has exactly one output, and the count it carries is its position
+// among the inputs of its key in offset order: no duplicate, no gap, and
+// state that continued across whatever happened in between.
+func requireExactlyOnce(t testing.TB, ins, outs []*kgo.Record) {
+	t.Helper()
+	sorted := slices.Clone(ins)
+	slices.SortStableFunc(sorted, func(a, b *kgo.Record) int {
+		if a.Topic != b.Topic {
+			return strings.Compare(a.Topic, b.Topic)
+		}
+		return cmp.Compare(a.Offset, b.Offset)
+	})
+	want := map[string]string{} // input value -> expected output value
+	perKey := map[string]int{}
+	for _, r := range sorted {
+		perKey[string(r.Key)]++
+		want[string(r.Value)] = fmt.Sprintf("%s#%d", r.Value, perKey[string(r.Key)])
+	}
+	got := map[string]string{}
+	for _, r := range outs {
+		v, _, ok := strings.Cut(string(r.Value), "#")
+		require.True(t, ok, "output %q is not value#count", r.Value)
+		require.NotContains(t, got, v, "duplicate output for input %s: %s and %s", v, got[v], r.Value)
+		got[v] = string(r.Value)
+	}
+	for v := range want {
+		require.Contains(t, got, v, "no output for input %s", v)
+	}
+	require.Equal(t, want, got, "outputs carry their input's position per key")
+	require.Len(t, outs, len(ins))
+}
+
+// wait returns Run's result, failing the test if Run does not end in time.
+func (r *running) wait(t testing.TB, timeout time.Duration) error {
+	t.Helper()
+	select {
+	case <-r.exited:
+		return r.err
+	case <-time.After(timeout):
+		t.Fatalf("runner did not end within %v", timeout)
+		return nil
+	}
+}
+
+// valuesOf returns the values of recs as strings.
+func valuesOf(recs []*kgo.Record) []string {
+	out := make([]string, len(recs))
+	for i, r := range recs {
+		out[i] = string(r.Value)
+	}
 	return out
 }
