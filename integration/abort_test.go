@@ -38,9 +38,9 @@ func TestTransformErrorAbortsBatch(t *testing.T) {
 	rn := start(t, c, echoCounter(out, nil), opts...)
 	waitCommitted(t, c, app, in, 30*time.Second, rn.done)
 	require.NoError(t, rn.stop(t))
-	require.Equal(t, map[int32]int64{0: 12}, c.CommittedOffsets(t, app, in))
-	outBefore := valuesOf(c.ReadCommitted(t, out))
-	changelogBefore := valuesOf(c.ReadCommitted(t, app+"-changelog"))
+	requireOffsets(t, c, app, in, map[int32]int64{0: 12})
+	outBefore := valuesOf(readStable(t, c, out))
+	changelogBefore := valuesOf(readStable(t, c, app+"-changelog"))
 	require.Len(t, outBefore, 12)
 
 	// The failing batch: all produced before the runner starts, so one
@@ -71,15 +71,15 @@ func TestTransformErrorAbortsBatch(t *testing.T) {
 	require.ErrorContains(t, err, fmt.Sprintf("topic %s partition 0 offset %d", in, poisonOffset))
 
 	// Nothing of the failing batch is visible; the offset did not move.
-	require.Equal(t, outBefore, valuesOf(c.ReadCommitted(t, out)))
-	require.Equal(t, changelogBefore, valuesOf(c.ReadCommitted(t, app+"-changelog")))
-	require.Equal(t, map[int32]int64{0: 12}, c.CommittedOffsets(t, app, in))
+	require.Equal(t, outBefore, valuesOf(readStable(t, c, out)))
+	require.Equal(t, changelogBefore, valuesOf(readStable(t, c, app+"-changelog")))
+	requireOffsets(t, c, app, in, map[int32]int64{0: 12})
 
 	// The fixed transform replays the failed batch exactly once.
 	second[poisonAt].Value = []byte("poison") // an ordinary value now
 	rn = start(t, c, echoCounter(out, nil), opts...)
 	waitCommitted(t, c, app, in, 30*time.Second, rn.done)
 	require.NoError(t, rn.stop(t))
-	requireExactlyOnce(t, append(first, second...), c.ReadCommitted(t, out))
-	require.Equal(t, map[int32]int64{0: 32}, c.CommittedOffsets(t, app, in))
+	requireExactlyOnce(t, append(first, second...), readStable(t, c, out))
+	requireOffsets(t, c, app, in, map[int32]int64{0: 32})
 }

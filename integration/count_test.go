@@ -27,7 +27,7 @@ func TestStatefulCount(t *testing.T) {
 	waitCommitted(t, c, app, in, 60*time.Second, rn.done)
 	require.NoError(t, rn.stop(t))
 
-	recs := c.ReadCommitted(t, out)
+	recs := readStable(t, c, out)
 	require.Len(t, recs, n, "every input has exactly one output")
 	seen := map[string]map[int]bool{}
 	for _, r := range recs {
@@ -48,7 +48,7 @@ func TestStatefulCount(t *testing.T) {
 
 	// The changelog's last value per key is the final count.
 	final := map[string]string{}
-	for _, r := range c.ReadCommitted(t, app+"-changelog") {
+	for _, r := range readStable(t, c, app+"-changelog") {
 		final[string(r.Key)] = string(r.Value)
 	}
 	require.Len(t, final, keys)
@@ -57,7 +57,7 @@ func TestStatefulCount(t *testing.T) {
 	}
 	// Changelog records of key kI sit on partition I % partitions: the
 	// task's partition, not the key hash.
-	for _, r := range c.ReadCommitted(t, app+"-changelog") {
+	for _, r := range readStable(t, c, app+"-changelog") {
 		var k int
 		_, err := fmt.Sscanf(string(r.Key), "k%d", &k)
 		require.NoError(t, err)

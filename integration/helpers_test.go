@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
@@ -289,4 +291,47 @@ func valuesOf(recs []*kgo.Record) []string {
 		out[i] = string(r.Value)
 	}
 	return out
+}
+
+// readStable waits until no transaction is open on topic (last stable
+// offset = high watermark on every partition) and reads it read_committed.
+// On real Kafka the markers of a committed transaction are written after
+// EndTxn returns (and may land on the group's offsets before the outputs),
+// so reading at once can miss a committed transaction's records.
+func readStable(t testing.TB, c *kafkatest.Cluster, topic string) []*kgo.Record {
+	t.Helper()
+	kafkatest.WaitFor(t, 30*time.Second, "no open transaction on "+topic, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		lso, err := c.Adm.ListCommittedOffsets(ctx, topic)
+		require.NoError(t, err)
+		hwm, err := c.Adm.ListEndOffsets(ctx, topic)
+		require.NoError(t, err)
+		stable := true
+		hwm.Each(func(o kadm.ListedOffset) {
+			require.NoError(t, o.Err)
+			if l, ok := lso.Lookup(topic, o.Partition); !ok || l.Err != nil || l.Offset != o.Offset {
+				stable = false
+			}
+		})
+		return stable
+	})
+	return c.ReadCommitted(t, topic)
+}
+
+// requireOffsets waits until the group's committed offsets of topic equal
+// want (on real Kafka a transactional commit shows once its marker is
+// written) and fails the test with the last seen offsets if they do not.
+func requireOffsets(t testing.TB, c *kafkatest.Cluster, group, topic string, want map[int32]int64) {
+	t.Helper()
+	var got map[int32]int64
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got = c.CommittedOffsets(t, group, topic)
+		if maps.Equal(got, want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Equal(t, want, got, "committed offsets of group %s on %s", group, topic)
 }

@@ -1,0 +1,236 @@
+package integration
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/changelog"
+	"github.com/flechtwerk/flechtwerk/fencing"
+	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
+	"github.com/flechtwerk/flechtwerk/runner"
+	"github.com/flechtwerk/flechtwerk/task"
+	"github.com/flechtwerk/flechtwerk/transformer"
+)
+
+// produceGate is a kgo hook that holds the first produced record's
+// acknowledgement until released: the record is on the broker, inside a
+// transaction that stays open while the hook blocks.
+type produceGate struct {
+	once    sync.Once
+	reached chan struct{}
+	release chan struct{}
+}
+
+func newProduceGate() *produceGate {
+	return &produceGate{reached: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *produceGate) OnProduceRecordUnbuffered(_ *kgo.Record, err error) {
+	first := false
+	g.once.Do(func() { first = true })
+	if first && err == nil {
+		close(g.reached)
+		<-g.release
+	}
+}
+
+// awaitReached waits until the gate holds a record.
+func (g *produceGate) awaitReached(t testing.TB) {
+	t.Helper()
+	select {
+	case <-g.reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no record was produced within 30s")
+	}
+}
+
+// fence initializes a producer with the transactional ID of task p: the new
+// owner. It is closed when the test ends.
+func fence(t testing.TB, c *kafkatest.Cluster, app string, p int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := fencing.Init(ctx, fencing.TransactionalID(app, p), 30*time.Second, kgo.SeedBrokers(c.Brokers...))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+}
+
+// requireOpenTransaction checks that topic holds data above its last
+// stable offset: an open transaction's records.
+func requireOpenTransaction(t testing.TB, c *kafkatest.Cluster, topic string, p int32) {
+	t.Helper()
+	require.Greater(t, c.EndOffsets(t, topic)[p], lastStable(t, c, topic, p), "records of an open transaction on %s/%d", topic, p)
+}
+
+// TestZombieTaskCommitIsFenced runs a task up to its commit, then lets a
+// second producer with the task's transactional ID initialize (the new
+// owner, e.g. after a rebalance): the old task's commit fails as fenced and
+// nothing of it becomes visible, neither outputs, nor changelog writes, nor
+// offsets, also when its records were already written inside the open
+// transaction. A task started afterwards commits the same batch exactly once.
+func TestZombieTaskCommitIsFenced(t *testing.T) {
+	tests := []struct {
+		name string
+		// open: fence while the commit's first record is written and its
+		// transaction open; otherwise fence between Process and Commit.
+		open bool
+	}{
+		{name: "fenced before commit"},
+		{name: "fenced with open transaction", open: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := kafkatest.New(t)
+			in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
+			const p = 1
+			c.CreateTopic(t, in, 2)
+			c.CreateTopic(t, out, 1)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			clog := changelog.Topic(app)
+			require.NoError(t, changelog.Ensure(ctx, c.Adm, clog, 2, -1))
+			details, err := c.Adm.ListTopics(ctx, in)
+			require.NoError(t, err)
+
+			inputs := values(in, p, "v", 6, 2)
+			c.Produce(t, inputs...)
+
+			cfg := task.Config{
+				ApplicationID:      app,
+				Partition:          p,
+				InputTopics:        []string{in},
+				TopicIDs:           map[string][16]byte{in: details[in].ID},
+				Changelog:          clog,
+				StateDir:           t.TempDir(),
+				TransactionTimeout: 30 * time.Second,
+				KafkaOpts:          []kgo.Opt{kgo.SeedBrokers(c.Brokers...)},
+			}
+			proc := echoCounter(out, nil)
+			run := func(cfg task.Config) (*task.Task, *task.Batch) {
+				tk, err := task.Start(ctx, cfg, proc)
+				require.NoError(t, err)
+				t.Cleanup(func() { tk.Close() })
+				require.NoError(t, tk.Restore(ctx, c.Adm))
+				b, err := tk.Process(ctx, inputs, make(chan struct{}, 4))
+				require.NoError(t, err)
+				require.Equal(t, 6, b.Outputs())
+				require.Equal(t, 2, b.StateWrites())
+				return tk, b
+			}
+
+			zcfg := cfg
+			gate := newProduceGate()
+			if tc.open {
+				zcfg.KafkaOpts = append(zcfg.KafkaOpts, kgo.WithHooks(gate))
+			}
+			zombie, b := run(zcfg)
+			if tc.open {
+				done := make(chan error, 1)
+				go func() { done <- zombie.Commit(ctx, b) }()
+				gate.awaitReached(t)
+				requireOpenTransaction(t, c, out, 0)
+				fence(t, c, app, p)
+				close(gate.release)
+				err = <-done
+			} else {
+				fence(t, c, app, p)
+				err = zombie.Commit(ctx, b)
+			}
+			require.Error(t, err)
+			t.Logf("zombie ended with: %v", err)
+			require.ErrorIs(t, err, fencing.ErrFenced)
+			require.NoError(t, zombie.Close())
+
+			require.Empty(t, readStable(t, c, out), "outputs of the zombie")
+			require.Empty(t, readStable(t, c, clog), "changelog writes of the zombie")
+			requireOffsets(t, c, app, in, map[int32]int64{})
+
+			// The next owner commits the same records exactly once.
+			owner, b := run(cfg)
+			require.NoError(t, owner.Commit(ctx, b))
+			requireExactlyOnce(t, inputs, readStable(t, c, out))
+			requireOffsets(t, c, app, in, map[int32]int64{p: 6})
+		})
+	}
+}
+
+// TestZombieRunnerIsFenced fences a running runner's task mid-batch (its
+// transform blocked, or its transaction open with records written): Run
+// ends with an error wrapping fencing.ErrFenced, nothing of the batch is
+// visible and its offsets did not move; a new runner then processes every
+// input exactly once.
+func TestZombieRunnerIsFenced(t *testing.T) {
+	tests := []struct {
+		name string
+		open bool // block in the produce path instead of in the transform
+	}{
+		{name: "transform blocked"},
+		{name: "transaction open", open: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := kafkatest.New(t)
+			in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
+			c.CreateTopic(t, in, 1)
+			c.CreateTopic(t, out, 1)
+			opts := []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
+				runner.StateDir(t.TempDir()), runner.MaxPollRecords(1000)}
+
+			first := values(in, 0, "a", 5, 2)
+			c.Produce(t, first...)
+			rn := start(t, c, echoCounter(out, nil), opts...)
+			waitCommitted(t, c, app, in, 30*time.Second, rn.done)
+			require.NoError(t, rn.stop(t))
+			outBefore := valuesOf(readStable(t, c, out))
+
+			second := values(in, 0, "b", 8, 2)
+			c.Produce(t, second...)
+
+			reached, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			proc := echoCounter(out, func(rec *transformer.Record) error {
+				if string(rec.Value) == "b3" {
+					once.Do(func() { close(reached) })
+					<-release
+				}
+				return nil
+			})
+			zopts := opts
+			gate := newProduceGate()
+			if tc.open {
+				proc = echoCounter(out, nil)
+				zopts = append(zopts, runner.WithKafkaOpts(kgo.WithHooks(gate)))
+				reached = gate.reached
+				release = gate.release
+			}
+			zombie := start(t, c, proc, zopts...)
+			select {
+			case <-reached:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the batch did not reach the blocking point")
+			}
+			if tc.open {
+				requireOpenTransaction(t, c, out, 0)
+			}
+			fence(t, c, app, 0)
+			close(release)
+			err := zombie.wait(t, 30*time.Second)
+			require.Error(t, err)
+			t.Logf("zombie ended with: %v", err)
+			require.ErrorIs(t, err, fencing.ErrFenced)
+
+			require.Equal(t, outBefore, valuesOf(readStable(t, c, out)), "nothing of the fenced batch")
+			requireOffsets(t, c, app, in, map[int32]int64{0: 5})
+
+			rn = start(t, c, echoCounter(out, nil), opts...)
+			waitCommitted(t, c, app, in, 30*time.Second, rn.done)
+			require.NoError(t, rn.stop(t))
+			requireExactlyOnce(t, append(first, second...), readStable(t, c, out))
+		})
+	}
+}
