@@ -5,7 +5,7 @@
 // Run it with a fixed record count (one op is one record):
 //
 //	go test ./bench -run '^$' -bench . -benchtime 200000x
-//	KAFKA_BROKERS=localhost:9092 go test ./bench -run '^$' -bench . -benchtime 1000000x
+//	KAFKA_BROKERS=localhost:9092 go test ./bench -run '^$' -bench . -benchtime 100000x
 //
 // BenchmarkCounter has two sub-benchmarks over the same workload: a counter
 // per key (1000 keys) over an input topic of 4 partitions, one output per
@@ -23,7 +23,8 @@
 // warm-up record per partition (group join, fencing, restore are not timed),
 // holds it, pre-produces b.N records, and times draining them: until the
 // committed offsets reach the end offsets. It reports records/s, and eos
-// reports x-baseline, its rate over the baseline's from the same process.
+// reports x-baseline, its rate over the baseline's from the same process
+// (with -count, over the last baseline run).
 // The outputs are counted (not timed) to check every record produced one.
 // B/op and allocs/op count the whole process: with kfake that includes the
 // embedded broker.
