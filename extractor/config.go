@@ -96,8 +96,8 @@ func Concurrency(n int) RunnerOpt { return opt(func(c *cfg) { c.concurrency = n 
 func ChangelogReplicationFactor(n int16) RunnerOpt { return opt(func(c *cfg) { c.replication = n }) }
 
 // SessionTimeout sets the group session timeout (session.timeout.ms): how
-// long the group waits for a silent instance before moving its tokens.
-// Default 10s.
+// long the group waits for a silent instance before moving its tokens. The
+// heartbeat interval is a third of it, at most 3s. Default 10s.
 func SessionTimeout(d time.Duration) RunnerOpt { return opt(func(c *cfg) { c.session = d }) }
 
 // WithKafkaOpts adds franz-go options to every client the runner creates:

@@ -138,6 +138,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			kgo.Balancers(kgo.RangeBalancer()),
 			kgo.DisableAutoCommit(),
 			kgo.SessionTimeout(c.session),
+			kgo.HeartbeatInterval(min(3*time.Second, c.session/3)),
 			kgo.OnPartitionsAssigned(rn.onAssigned),
 			kgo.OnPartitionsRevoked(rn.onRevoked),
 			kgo.OnPartitionsLost(rn.onRevoked),

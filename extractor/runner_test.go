@@ -507,3 +507,52 @@ func TestConcurrencyBound(t *testing.T) {
 	require.NoError(t, rn.stop(t))
 	require.Equal(t, int64(3), peak.Load())
 }
+
+// TestHotStandby runs two instances on one token: one polls, the other
+// stands by and takes over when the first leaves.
+func TestHotStandby(t *testing.T) {
+	c := kafkatest.New(t)
+	cfgTopic, app := kafkatest.Name("cfg"), kafkatest.Name("app")
+	c.CreateTopic(t, cfgTopic, 1)
+	c.Produce(t, configRec(t, cfgTopic, 0, "only", 1))
+
+	var log polls
+	instance := func(name string) *extractor.Extractor[conf, cursor] {
+		return extractor.New(func(ctx context.Context, cfg extractor.Config[conf], cur cursor, e *extractor.Emitter[cursor]) error {
+			log.add(name, string(cfg.Key))
+			return nil
+		})
+	}
+	opts := []extractor.RunnerOpt{extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic),
+		extractor.PollInterval(50 * time.Millisecond)}
+	a := start(t, c, instance("A"), opts...)
+	kafkatest.WaitFor(t, 60*time.Second, "A polls", func() bool { return log.count("A") >= 3 })
+	b := start(t, c, instance("B"), opts...)
+	// Let B join; then only one of them polls.
+	kafkatest.WaitFor(t, 60*time.Second, "one active instance", func() bool {
+		from := time.Now()
+		time.Sleep(500 * time.Millisecond)
+		active := map[string]bool{}
+		for _, e := range log.since(from) {
+			active[e.instance] = true
+		}
+		return len(active) == 1
+	})
+	from := time.Now()
+	time.Sleep(500 * time.Millisecond)
+	active := ""
+	for _, e := range log.since(from) {
+		if active == "" {
+			active = e.instance
+		}
+		require.Equal(t, active, e.instance, "two instances poll one token")
+	}
+	require.NotEmpty(t, active)
+	standby, stop := "B", a
+	if active == "B" {
+		standby, stop = "A", b
+	}
+	require.NoError(t, stop.stop(t))
+	before := log.count(standby)
+	kafkatest.WaitFor(t, 60*time.Second, "standby takes over", func() bool { return log.count(standby) >= before+3 })
+}
