@@ -20,7 +20,7 @@ run:
 	$(GO) run ./examples/wordcount
 
 bench:
-	$(GO) test ./bench -run '^$$' -bench . -benchmem
+	$(GO) test ./bench -run '^$$' -bench . -benchmem -benchtime 200000x
 
 # One long chaos run against Apache Kafka (transaction version 2).
 chaos-long:

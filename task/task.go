@@ -158,6 +158,7 @@ func (b *Batch) StateWrites() int { return len(b.writes) }
 type bucket struct {
 	key  []byte
 	recs []*kgo.Record
+	in   []*transformer.Record // recs as the transformer sees them
 	outs []*kgo.Record
 	// final state of the key
 	op    transformer.StateOp
@@ -193,7 +194,8 @@ func (t *Task) Process(ctx context.Context, recs []*kgo.Record, sem chan struct{
 	var buckets []*bucket
 	byKey := make(map[string]*bucket)
 	for _, r := range ordered {
-		key := t.proc.StateKey(toRecord(r))
+		rec := toRecord(r)
+		key := t.proc.StateKey(rec)
 		if stateful && len(key) == 0 {
 			return nil, &ProcessError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key,
 				Err: errors.New("record has an empty state key; a stateful transformer needs one (set transformer.StateKey)")}
@@ -205,6 +207,7 @@ func (t *Task) Process(ctx context.Context, recs []*kgo.Record, sem chan struct{
 			buckets = append(buckets, bk)
 		}
 		bk.recs = append(bk.recs, r)
+		bk.in = append(bk.in, rec)
 	}
 
 	var wg sync.WaitGroup
@@ -253,9 +256,8 @@ func (t *Task) runBucket(ctx context.Context, bk *bucket, stateful bool) {
 			return
 		}
 	}
-	for _, r := range bk.recs {
-		rec := toRecord(r)
-		res, err := t.proc.Process(ctx, rec, cur, found)
+	for i, r := range bk.recs {
+		res, err := t.proc.Process(ctx, bk.in[i], cur, found)
 		if err != nil {
 			bk.err = &ProcessError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Err: err}
 			return

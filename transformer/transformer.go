@@ -183,6 +183,10 @@ func Stateless(fn StatelessFunc, opts ...Opt) *Transformer[None] {
 // Validate reports a problem found when the transformer was built.
 func (t *Transformer[S]) Validate() error { return t.err }
 
+// Codec returns the codec that encodes the transformer's state (nil for
+// stateless transformers).
+func (t *Transformer[S]) Codec() StateCodec[S] { return t.codec }
+
 // Stateful reports whether the transformer keeps state.
 func (t *Transformer[S]) Stateful() bool { return t.stateless == nil }
 
