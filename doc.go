@@ -2,8 +2,8 @@
 // configuration error type and the stable codes it carries.
 //
 // Flechtwerk processes Kafka streams with exactly-once delivery. Users write
-// a transformer (package transformer) or an extractor (package extractor)
-// and run it with package runner. Each task commits its outputs, its state
+// a transformer (package transformer, run by package runner) or an
+// extractor (package extractor, run by extractor.NewRunner). Each task commits its outputs, its state
 // changelog writes and its input offsets in one Kafka transaction, so a
 // read_committed reader sees every input's effect exactly once across
 // crashes, restarts, rebalances and zombies.

@@ -201,8 +201,6 @@ func New[C any](opts ...Opt) (*Table[C], error) {
 	case nil:
 	case EnrichFunc[C]:
 		t.enrich = fn
-	case func(context.Context, *Record, C) (C, error):
-		t.enrich = fn
 	default:
 		bad(flechtwerk.CodeInvalidOption, "Enrich", "enrich hook %T does not take the config type %T", fn, zero)
 	}
