@@ -3,10 +3,10 @@
 //
 // Flechtwerk processes Kafka streams with exactly-once delivery. Users write
 // a transformer (package transformer, run by package runner) or an
-// extractor (package extractor, run by extractor.NewRunner). Each task commits its outputs, its state
-// changelog writes and its input offsets in one Kafka transaction, so a
-// read_committed reader sees every input's effect exactly once across
-// crashes, restarts, rebalances and zombies.
+// extractor (package extractor, run by extractor.NewRunner). Each task
+// commits its outputs, its state changelog writes and its input offsets in
+// one Kafka transaction, so a read_committed reader sees every input's
+// effect exactly once across crashes, restarts, rebalances and zombies.
 //
 // Every configuration problem is reported before anything runs, as a
 // *ConfigError whose Code is stable across releases; match it with
