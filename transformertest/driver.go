@@ -87,9 +87,9 @@ func InputTopics(topics ...string) Opt {
 // same time, like runner.Concurrency. Default 64; 1 runs them one by one.
 func Concurrency(n int) Opt { return opt(func(c *cfg) { c.concurrency = n }) }
 
-// Codec sets the codec that State decodes with. It is needed only for a
-// transformer built with transformer.Codec: pass the same codec. By default
-// State uses transformer.JSON, the default of transformer.New.
+// Codec sets the codec that State decodes with. By default State uses the
+// processor's own codec (a *transformer.Transformer's), else
+// transformer.JSON; set it only for a custom processor with another codec.
 func Codec[S any](c transformer.StateCodec[S]) Opt {
 	return opt(func(cf *cfg) { cf.codec = c })
 }
