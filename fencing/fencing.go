@@ -65,6 +65,14 @@ func Init(ctx context.Context, txnID string, txnTimeout time.Duration, opts ...k
 		kgo.TransactionTimeout(txnTimeout),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0),
+		// A transaction's first writes often meet the previous one's
+		// markers still being written (CONCURRENT_TRANSACTIONS); the
+		// default 250ms first backoff would dominate every commit.
+		kgo.RetryBackoffFn(backoff),
+		// A produce retried for a stale leader or a transient
+		// NOT_ENOUGH_REPLICAS waits for a metadata refresh; the default
+		// 5s minimum age would stall the transaction that long.
+		kgo.MetadataMinAge(250 * time.Millisecond),
 	}, opts...)
 	cl, err := kgo.NewClient(all...)
 	if err != nil {
@@ -75,4 +83,13 @@ func Init(ctx context.Context, txnID string, txnTimeout time.Duration, opts ...k
 		return nil, fmt.Errorf("fencing: initializing producer id of %s: %w", txnID, Classify(txnID, err))
 	}
 	return cl, nil
+}
+
+// backoff is exponential from 5ms, capped at 1s, with no jitter: the
+// retried conditions clear in milliseconds.
+func backoff(fails int) time.Duration {
+	if fails > 8 {
+		return time.Second
+	}
+	return min(5*time.Millisecond<<max(fails-1, 0), time.Second)
 }

@@ -304,11 +304,24 @@ func (t *Task) Commit(ctx context.Context, b *Batch) error {
 	for _, w := range b.writes {
 		recs = append(recs, changelog.Record(t.cfg.Changelog, t.cfg.Partition, w))
 	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return t.abort(ctx, fmt.Errorf("task %d: produce: %w", t.cfg.Partition, fencing.Classify(t.txnID, err)))
+	// The offsets join the transaction while the records are produced:
+	// neither depends on the other, and the commit below waits for both.
+	began := time.Now()
+	var offDur time.Duration
+	offsetsErr := make(chan error, 1)
+	go func() {
+		err := t.sendOffsets(ctx, b.Offsets)
+		offDur = time.Since(began)
+		offsetsErr <- err
+	}()
+	produceErr := cl.ProduceSync(ctx, recs...).FirstErr()
+	prodDur := time.Since(began)
+	offErr := <-offsetsErr
+	if produceErr != nil {
+		return t.abort(ctx, fmt.Errorf("task %d: produce: %w", t.cfg.Partition, fencing.Classify(t.txnID, produceErr)))
 	}
-	if err := t.sendOffsets(ctx, b.Offsets); err != nil {
-		return t.abort(ctx, fmt.Errorf("task %d: offsets to transaction: %w", t.cfg.Partition, fencing.Classify(t.txnID, err)))
+	if offErr != nil {
+		return t.abort(ctx, fmt.Errorf("task %d: offsets to transaction: %w", t.cfg.Partition, fencing.Classify(t.txnID, offErr)))
 	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		// Unknown outcome: retry the end as an abort. If the commit did
@@ -316,6 +329,9 @@ func (t *Task) Commit(ctx context.Context, b *Batch) error {
 		// store is rebuilt from the changelog on restart.
 		return t.abort(ctx, fmt.Errorf("task %d: commit: %w", t.cfg.Partition, fencing.Classify(t.txnID, err)))
 	}
+	t.cfg.Logger.Debug("transaction committed", "partition", t.cfg.Partition,
+		"records", b.Records, "outputs", len(b.outputs), "state_writes", len(b.writes),
+		"produce", prodDur, "offsets", offDur, "total", time.Since(began))
 	if t.store != nil {
 		if err := t.store.Apply(b.writes); err != nil {
 			return fmt.Errorf("task %d: transaction committed but the store update failed (restored from the changelog on restart): %w", t.cfg.Partition, err)
@@ -407,7 +423,7 @@ func (t *Task) sendOffsets(ctx context.Context, offsets map[string]int64) error 
 // ends. CONCURRENT_TRANSACTIONS (the previous transaction's markers are
 // still being written) is retryable here.
 func retry(ctx context.Context, fn func() error) error {
-	backoff := 10 * time.Millisecond
+	backoff := 2 * time.Millisecond
 	for {
 		err := fn()
 		if err == nil {
@@ -421,7 +437,7 @@ func retry(ctx context.Context, fn func() error) error {
 			return errors.Join(err, ctx.Err())
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 500*time.Millisecond)
+		backoff = min(2*backoff, 200*time.Millisecond)
 	}
 }
 
