@@ -273,7 +273,9 @@ func (t *Table[C]) Changed() <-chan struct{} {
 }
 
 // Ready returns a channel that is closed once the Table has read every
-// config partition up to the last stable offset listed when Run started.
+// config partition up to the last stable offset listed when Run started. A
+// transaction of a config writer that is open at that moment can delay
+// readiness until it ends (at the latest, its transaction timeout).
 func (t *Table[C]) Ready() <-chan struct{} { return t.ready }
 
 // WaitReady blocks until the Table is ready, Run ended (it then returns
