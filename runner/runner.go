@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -119,6 +120,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.SessionTimeout(c.sessionTimout),
+		// kgo refuses a heartbeat interval at or above the session
+		// timeout; its 3s default breaks short session timeouts.
+		kgo.HeartbeatInterval(min(3*time.Second, c.sessionTimout/3)),
 		kgo.OnPartitionsAssigned(rn.onAssigned),
 		kgo.OnPartitionsRevoked(rn.onRevoked),
 		kgo.OnPartitionsLost(rn.onRevoked),
@@ -346,6 +350,17 @@ func (rn *run) initPending(ctx context.Context) error {
 		ns = append(ns, n)
 	}
 	slices.Sort(ns)
+	// Resume the restored tasks' partitions together, once all restores
+	// ended (no batch runs before that anyway: this holds the batch lock).
+	// Resumed one by one, the first would start a fetch that long-polls
+	// (FetchMaxWait, 5s by default) on partitions without new records,
+	// and the partitions resumed after it would wait for that fetch.
+	var ready []int32
+	defer func() {
+		if len(ready) > 0 {
+			rn.consumer.ResumeFetchPartitions(rn.topicPartitions(ready...))
+		}
+	}()
 	for _, n := range ns {
 		t := rn.pending[n]
 		rn.rmu.Lock()
@@ -372,7 +387,7 @@ func (rn *run) initPending(ctx context.Context) error {
 		}
 		delete(rn.pending, n)
 		rn.tasks[n] = t
-		rn.consumer.ResumeFetchPartitions(rn.topicPartitions(n))
+		ready = append(ready, n)
 		rn.r.cfg.logger.Info("task running", "partition", n)
 	}
 	return nil
