@@ -22,26 +22,40 @@ func Topic(applicationID string) string { return applicationID + "-changelog" }
 // partitions, or checks an existing one: a different partition count or a
 // cleanup policy without compaction is a *flechtwerk.ConfigError with
 // CodeChangelogMismatch. replication -1 uses the broker default.
+//
+// Instances that start together race to create the topic: the losers get
+// TOPIC_ALREADY_EXISTS while the topic may not yet show in the metadata of
+// the broker they ask, so they back off and look again (for up to about
+// 15 seconds) before checking it. The look bypasses kadm's metadata cache,
+// which would answer "unknown topic" for MetadataMinAge (5s) after the
+// first look.
 func Ensure(ctx context.Context, adm *kadm.Client, topic string, partitions int32, replication int16) error {
+	backoff := 20 * time.Millisecond
 	for attempt := 0; ; attempt++ {
-		details, err := adm.ListTopics(ctx, topic)
+		details, err := adm.ListTopics(uncached(ctx), topic)
 		if err != nil {
 			return fmt.Errorf("changelog: describing %s: %w", topic, err)
 		}
 		if d, ok := details[topic]; ok && d.Err == nil {
 			return check(ctx, adm, topic, int32(len(d.Partitions)), partitions)
 		}
-		resp, err := adm.CreateTopic(ctx, partitions, replication, map[string]*string{
+		_, err = adm.CreateTopic(ctx, partitions, replication, map[string]*string{
 			"cleanup.policy": kadm.StringPtr("compact"),
 		}, topic)
 		if err == nil {
 			return nil
 		}
-		if errors.Is(err, kerr.TopicAlreadyExists) && attempt < 3 {
-			continue // another instance created it: check it
+		if !errors.Is(err, kerr.TopicAlreadyExists) || attempt >= 20 {
+			return fmt.Errorf("changelog: creating %s with %d partitions: %w", topic, partitions, err)
 		}
-		_ = resp
-		return fmt.Errorf("changelog: creating %s with %d partitions: %w", topic, partitions, err)
+		// Another instance created it: wait until it is visible, then
+		// check it.
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("changelog: creating %s: %w", topic, errors.Join(err, ctx.Err()))
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
 	}
 }
 
@@ -297,9 +311,15 @@ func restoreRange(ctx context.Context, topic string, partition int32, from, end 
 	return applied, nil
 }
 
-// partitionLeader returns the leader broker of partition and the topic's ID.
+// uncached makes kadm's metadata requests skip the client's metadata cache
+// (kadm issues the request directly when authorized operations are asked
+// for).
+func uncached(ctx context.Context) context.Context { return kadm.WithAuthorizedOps(ctx) }
+
+// partitionLeader returns the leader broker of partition and the topic's ID,
+// fresh from the cluster: it is asked again after a leader moved.
 func partitionLeader(ctx context.Context, adm *kadm.Client, topic string, partition int32) (int32, [16]byte, error) {
-	md, err := adm.Metadata(ctx, topic)
+	md, err := adm.Metadata(uncached(ctx), topic)
 	if err != nil {
 		return -1, [16]byte{}, err
 	}
