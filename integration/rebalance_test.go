@@ -1,0 +1,137 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
+	"github.com/flechtwerk/flechtwerk/runner"
+	"github.com/flechtwerk/flechtwerk/transformer"
+)
+
+// holders records which runner processed which partition.
+type holders struct {
+	mu  sync.Mutex
+	got map[string]map[int32]bool
+}
+
+func (h *holders) track(id string) func(*transformer.Record) error {
+	return func(rec *transformer.Record) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.got[id] == nil {
+			h.got[id] = map[int32]bool{}
+		}
+		h.got[id][rec.Partition] = true
+		return nil
+	}
+}
+
+// take returns the partitions each runner processed since the last take.
+func (h *holders) take() map[string][]int32 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string][]int32{}
+	for id, ps := range h.got {
+		out[id] = slices.Sorted(maps.Keys(ps))
+	}
+	h.got = map[string]map[int32]bool{}
+	return out
+}
+
+// waitMembers waits until group is stable with one member per runner, each
+// holding some partitions; a runner that ends fails the test.
+func waitMembers(t testing.TB, c *kafkatest.Cluster, group string, runners ...*running) {
+	t.Helper()
+	n := len(runners)
+	kafkatest.WaitFor(t, 30*time.Second, fmt.Sprintf("group %s stable with %d members holding partitions", group, n), func() bool {
+		for i, r := range runners {
+			select {
+			case <-r.exited:
+				t.Fatalf("runner %d ended while joining: %v", i, r.err)
+			default:
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		groups, err := c.Adm.DescribeGroups(ctx, group)
+		if err != nil {
+			return false
+		}
+		g, ok := groups[group]
+		if !ok || g.Err != nil || g.State != "Stable" || len(g.Members) != n {
+			return false
+		}
+		for _, m := range g.Members {
+			a, ok := m.Assigned.AsConsumer()
+			if !ok || len(a.Topics) == 0 || len(a.Topics[0].Partitions) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestTwoRunnersSplitAndHandOver runs two runners of one application: they
+// split the tasks, each processing some partitions and no partition
+// processed by both (the two start together, so this also proves that
+// racing instances both get past creating the changelog). When one stops, the other takes its tasks over, and
+// the state continues across the handover: every input's count is exact,
+// with no gap and no duplicate.
+func TestTwoRunnersSplitAndHandOver(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
+	const partitions = 4
+	c.CreateTopic(t, in, partitions)
+	c.CreateTopic(t, out, partitions)
+	produce := func(prefix string, n int) []*kgo.Record {
+		var recs []*kgo.Record
+		for p := range int32(partitions) {
+			rs := values(in, p, fmt.Sprintf("%s%d-", prefix, p), n, 3)
+			for _, r := range rs {
+				r.Key = fmt.Appendf(nil, "p%d-%s", p, r.Key)
+			}
+			recs = append(recs, rs...)
+		}
+		c.Produce(t, recs...)
+		return recs
+	}
+
+	h := &holders{got: map[string]map[int32]bool{}}
+	opts := func() []runner.Opt {
+		return []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
+			runner.StateDir(t.TempDir()), runner.MaxPollRecords(10),
+			runner.SessionTimeout(3 * time.Second),
+			runner.WithConsumerOpts(kgo.HeartbeatInterval(200 * time.Millisecond))}
+	}
+	a := start(t, c, echoCounter(out, h.track("a")), opts()...)
+	b := start(t, c, echoCounter(out, h.track("b")), opts()...)
+	waitMembers(t, c, app, a, b)
+
+	first := produce("a", 30)
+	waitCommitted(t, c, app, in, 30*time.Second, a.done)
+	split := h.take()
+	t.Logf("partitions processed while both ran: %v", split)
+	require.NotEmpty(t, split["a"], "runner a processed no partition")
+	require.NotEmpty(t, split["b"], "runner b processed no partition")
+	for _, p := range split["a"] {
+		require.NotContains(t, split["b"], p, "partition %d processed by both runners", p)
+	}
+	require.Len(t, append(split["a"], split["b"]...), partitions)
+
+	require.NoError(t, a.stop(t))
+	second := produce("b", 30)
+	waitCommitted(t, c, app, in, 30*time.Second, b.done)
+	require.Equal(t, map[string][]int32{"b": {0, 1, 2, 3}}, h.take(), "b took every task over")
+	require.NoError(t, b.stop(t))
+
+	requireExactlyOnce(t, append(first, second...), readStable(t, c, out))
+}
