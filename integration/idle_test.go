@@ -1,0 +1,111 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
+	"github.com/flechtwerk/flechtwerk/runner"
+	"github.com/flechtwerk/flechtwerk/task"
+	"github.com/flechtwerk/flechtwerk/transformer"
+)
+
+// sometimesCounter counts and emits like echoCounter for values starting
+// with "w"; other records change no state and emit nothing.
+func sometimesCounter(out string) *transformer.Transformer[int] {
+	return transformer.New(func(ctx context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
+		if !strings.HasPrefix(string(rec.Value), "w") {
+			return nil
+		}
+		n++
+		e.SetState(n)
+		e.Send(out, rec.Key, []byte(fmt.Sprintf("%s#%d", rec.Value, n)))
+		return nil
+	})
+}
+
+// TestIdleLag checks that committed offsets reach the end offsets (lag 0)
+// when records produce no output and change no state: batches that write
+// nothing commit their offsets through the group member, batches that
+// write commit them in their transaction, and the two kinds interleave on
+// the same partitions (and run side by side in one poll on different
+// tasks) without the committed offset ever staying behind.
+func TestIdleLag(t *testing.T) {
+	const partitions = 2
+	// Each phase gives, per partition, what its records do in offset
+	// order: "w" write, "i" idle. With MaxPollRecords(4) a run of "w"
+	// followed by a run of "i" gives a transactional commit followed at
+	// once by a direct one on the same partition, and the reverse.
+	phases := [][partitions]string{
+		{"wwwwww", "wwwwww"},
+		{"iiiiii", "iiiiii"},
+		{"wwwwww", "iiiiii"},
+		{"iiiiii", "wwwwww"},
+		{"wiwiwi", "iwiwiw"},
+		{"wwwwiiiiiiii", "wwwwiiiiiiii"},
+		{"iiiiiiiiwwww", "iiiiiiiiwwww"},
+		{"wwiiiiiiiiii", "iiiiiiiiiiww"},
+		{"iiiiii", "iiiiii"},
+	}
+	tests := []struct {
+		name string
+		proc func(out string) task.Processor
+		// writes: the transformer writes for "w" records.
+		writes bool
+	}{
+		{name: "stateful, some records idle", writes: true, proc: func(out string) task.Processor { return sometimesCounter(out) }},
+		{name: "stateless, all records idle", proc: func(string) task.Processor {
+			return transformer.Stateless(func(context.Context, *transformer.Record, *transformer.Outputs) error { return nil })
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := kafkatest.New(t)
+			in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
+			c.CreateTopic(t, in, partitions)
+			c.CreateTopic(t, out, partitions)
+			opts := []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
+				runner.StateDir(t.TempDir()), runner.MaxPollRecords(4)}
+			rn := start(t, c, tc.proc(out), opts...)
+
+			var written []*kgo.Record
+			for i, phase := range phases {
+				var recs []*kgo.Record
+				for p := range int32(partitions) {
+					for j, kind := range phase[p] {
+						r := &kgo.Record{Topic: in, Partition: p,
+							Key:   fmt.Appendf(nil, "p%d-k%d", p, j%3),
+							Value: fmt.Appendf(nil, "%c%d-%d-%d", kind, i, p, j)}
+						recs = append(recs, r)
+						if kind == 'w' && tc.writes {
+							written = append(written, r)
+						}
+					}
+				}
+				c.Produce(t, recs...)
+				waitCommitted(t, c, app, in, 30*time.Second, rn.done)
+			}
+			require.NoError(t, rn.stop(t))
+			ends := c.EndOffsets(t, in)
+			for p := range int32(partitions) {
+				n := 0
+				for _, phase := range phases {
+					n += len(phase[p])
+				}
+				require.Equal(t, int64(n), ends[p])
+			}
+			requireOffsets(t, c, app, in, ends)
+			if tc.writes {
+				requireExactlyOnce(t, written, readStable(t, c, out))
+			} else {
+				require.Empty(t, readStable(t, c, out))
+			}
+		})
+	}
+}
