@@ -159,7 +159,7 @@ func (tk *token) transact(ctx context.Context, rn *run, key []byte, recs []*kgo.
 		// Unknown outcome: retry the end as an abort. If the commit did
 		// land, the abort fails and the error still ends Run; the cursor
 		// store is rebuilt from the changelog by the next owner.
-		return tk.abort(ctx, fmt.Errorf("token %d: commit: %w", tk.n, fencing.Classify(tk.txnID, err)))
+		return tk.abort(ctx, fmt.Errorf("token %d: commit: %w", tk.n, fencing.ClassifyCommit(tk.txnID, err)))
 	}
 	return nil
 }

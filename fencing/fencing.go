@@ -55,6 +55,19 @@ func Classify(txnID string, err error) error {
 	return err
 }
 
+// ClassifyCommit is Classify for the error of ending a transaction with a
+// commit. There INVALID_TXN_STATE also means fenced: under transaction
+// version 2 a producer whose epoch is one behind, committing a transaction
+// the coordinator already aborted (a new owner's InitProducerId, or the
+// transaction timeout), gets INVALID_TXN_STATE instead of PRODUCER_FENCED.
+// Either way the broker aborted the transaction and the producer is done.
+func ClassifyCommit(txnID string, err error) error {
+	if err != nil && errors.Is(err, kerr.InvalidTxnState) && !errors.Is(err, ErrFenced) {
+		return &fencedError{txnID: txnID, err: err}
+	}
+	return Classify(txnID, err)
+}
+
 // Init creates a transactional producer with the static ID txnID and
 // initializes its producer ID: the fence. When Init returns, any previous
 // owner of txnID is fenced and its open transaction aborted. opts are added

@@ -327,7 +327,7 @@ func (t *Task) Commit(ctx context.Context, b *Batch) error {
 		// Unknown outcome: retry the end as an abort. If the commit did
 		// land, the abort fails and the error still ends the task: the
 		// store is rebuilt from the changelog on restart.
-		return t.abort(ctx, fmt.Errorf("task %d: commit: %w", t.cfg.Partition, fencing.Classify(t.txnID, err)))
+		return t.abort(ctx, fmt.Errorf("task %d: commit: %w", t.cfg.Partition, fencing.ClassifyCommit(t.txnID, err)))
 	}
 	t.cfg.Logger.Debug("transaction committed", "partition", t.cfg.Partition,
 		"records", b.Records, "outputs", len(b.outputs), "state_writes", len(b.writes),
