@@ -1,0 +1,35 @@
+// Package chaos proves exactly-once under SIGKILL, zombies and rebalances.
+//
+// The tests build two processor programs and run several processes of one
+// application against a broker (an embedded kfake cluster on 127.0.0.1, or
+// the cluster in KAFKA_BROKERS):
+//
+//   - ./sequencer, a flechtwerk transformer that counts records per key and
+//     emits {"key","n","seq"} (seq: the key's count after the record);
+//   - ./naive, a plain consume → produce → commit loop without transactions,
+//     which the harness must catch producing duplicates.
+//
+// While a feeder produces numbered inputs, the harness SIGKILLs processes at
+// chosen moments (mid-transaction, right after a commit, at random, during
+// startup) and restarts them, and SIGSTOPs one past its session timeout,
+// waking it after its partitions moved (a zombie). It then reads the output
+// with read_committed and checks: every input exactly once, each key's seq
+// exactly 1..count in order, state restored from the changelog (and by a
+// fresh processor) equal to the counts, committed offsets at the input's
+// end. One summary line reports the run:
+//
+//	chaos: broker=kafka records=100000 processes=3 kills=6 zombies=1 duplicates=0 gaps=0 seq_exact=true state_exact=true ...
+//
+// Sizes come from the environment: CHAOS_RECORDS (default 20000),
+// CHAOS_KILLS (6), CHAOS_ZOMBIES (1), CHAOS_PROCESSES (3),
+// CHAOS_PARTITIONS (6), CHAOS_KEYS (60), CHAOS_SESSION_TIMEOUT (3s),
+// CHAOS_TIMEOUT (scaled with the size), CHAOS_SEED, and CHAOS_RACE=1 to
+// build the processors with -race. For example:
+//
+//	go test -v ./integration/chaos/
+//	KAFKA_BROKERS=127.0.0.1:9092 CHAOS_RECORDS=100000 go test -v -run TestChaosExactlyOnce ./integration/chaos/
+//	KAFKA_BROKERS=127.0.0.1:9092 CHAOS_RECORDS=1000000 CHAOS_KILLS=40 CHAOS_ZOMBIES=4 go test -v -timeout 60m -run TestChaosExactlyOnce ./integration/chaos/
+//
+// Processor logs (one file per process generation) stay in the test's
+// temporary directory; the tails are printed when something fails.
+package chaos

@@ -1,0 +1,126 @@
+// Command sequencer is the exactly-once processor of the chaos tests: a
+// flechtwerk transformer that keeps a running count per key.
+//
+// Every input record carries a key and a sequence number n as its value.
+// The transformer counts the records of each key (state: a JSON int) and
+// emits {"key":K,"n":n,"seq":S} to the output topic under the same key, where
+// S is the key's count after this record. Under exactly-once the outputs of
+// key K carry seq 1, 2, 3, ... with no gap or repeat, whatever happens to
+// the processes.
+//
+// It runs until SIGINT or SIGTERM (a graceful stop) and exits non-zero when
+// Run fails. It logs to stderr.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/runner"
+	"github.com/flechtwerk/flechtwerk/transformer"
+)
+
+// Output is the value of every output record.
+type Output struct {
+	Key string `json:"key"`
+	N   int64  `json:"n"`
+	Seq int64  `json:"seq"`
+}
+
+func main() {
+	var (
+		brokers        = flag.String("brokers", "127.0.0.1:9092", "comma-separated seed brokers")
+		app            = flag.String("app", "", "application id (group, transactional id prefix, changelog)")
+		in             = flag.String("in", "", "input topic")
+		out            = flag.String("out", "", "output topic")
+		stateDir       = flag.String("state-dir", "", "state directory (default $TMPDIR/flechtwerk)")
+		clientID       = flag.String("client-id", "", "Kafka client id of every client (names this process in the group)")
+		sessionTimeout = flag.Duration("session-timeout", 10*time.Second, "group session timeout")
+		heartbeat      = flag.Duration("heartbeat", 0, "group heartbeat interval (default: a third of the session timeout, at most 3s)")
+		maxPoll        = flag.Int("max-poll", 500, "max records per batch")
+		txnTimeout     = flag.Duration("txn-timeout", 60*time.Second, "transaction timeout")
+		batchTimeout   = flag.Duration("batch-timeout", 30*time.Second, "batch timeout")
+		work           = flag.Duration("work", 0, "simulated work per record (widens the mid-batch window)")
+		logLevel       = flag.String("log-level", "info", "debug, info, warn or error")
+	)
+	flag.Parse()
+
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "sequencer: -log-level: %v\n", err)
+		os.Exit(2)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	seq := transformer.New(func(ctx context.Context, rec *transformer.Record, count int64, e *transformer.Emitter[int64]) error {
+		n, err := strconv.ParseInt(string(rec.Value), 10, 64)
+		if err != nil {
+			return fmt.Errorf("sequencer: value of %s/%d@%d is not a number: %w", rec.Topic, rec.Partition, rec.Offset, err)
+		}
+		if *work > 0 {
+			time.Sleep(*work)
+		}
+		count++
+		e.SetState(count)
+		v, err := json.Marshal(Output{Key: string(rec.Key), N: n, Seq: count})
+		if err != nil {
+			return err
+		}
+		e.Send(*out, rec.Key, v)
+		return nil
+	})
+
+	opts := []runner.Opt{
+		runner.SeedBrokers(strings.Split(*brokers, ",")...),
+		runner.ApplicationID(*app),
+		runner.InputTopics(*in),
+		runner.SessionTimeout(*sessionTimeout),
+		runner.MaxPollRecords(*maxPoll),
+		runner.TransactionTimeout(*txnTimeout),
+		runner.BatchTimeout(*batchTimeout),
+		runner.WithLogger(log),
+	}
+	// franz-go heartbeats every 3s by default whatever the session
+	// timeout; with a short session that lets the coordinator expire a
+	// healthy member between two heartbeats.
+	hb := *heartbeat
+	if hb <= 0 {
+		hb = min(3*time.Second, *sessionTimeout/3)
+	}
+	opts = append(opts, runner.WithConsumerOpts(kgo.HeartbeatInterval(hb)))
+	if *stateDir != "" {
+		opts = append(opts, runner.StateDir(*stateDir))
+	}
+	if *clientID != "" {
+		opts = append(opts, runner.WithKafkaOpts(kgo.ClientID(*clientID)))
+	}
+	if *out == "" {
+		fmt.Fprintln(os.Stderr, "sequencer: -out is required")
+		os.Exit(2)
+	}
+	r, err := runner.New(seq, opts...)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "sequencer: %v\n", err)
+		os.Exit(2)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log.Info("sequencer starting", "pid", os.Getpid(), "app", *app, "in", *in, "out", *out, "client_id", *clientID)
+	if err := r.Run(ctx); err != nil {
+		log.Error("sequencer: run failed", "err", err)
+		os.Exit(1)
+	}
+	log.Info("sequencer stopped")
+}
