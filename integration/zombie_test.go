@@ -17,20 +17,24 @@ import (
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
-// produceGate is a kgo hook that holds the first produced record's
-// acknowledgement until released: the record is on the broker, inside a
-// transaction that stays open while the hook blocks.
+// produceGate is a kgo hook that holds the acknowledgement of the first
+// record produced to topic until released: the record is on the broker,
+// inside a transaction that stays open while the hook blocks.
 type produceGate struct {
+	topic   string
 	once    sync.Once
 	reached chan struct{}
 	release chan struct{}
 }
 
-func newProduceGate() *produceGate {
-	return &produceGate{reached: make(chan struct{}), release: make(chan struct{})}
+func newProduceGate(topic string) *produceGate {
+	return &produceGate{topic: topic, reached: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (g *produceGate) OnProduceRecordUnbuffered(_ *kgo.Record, err error) {
+func (g *produceGate) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
+	if r.Topic != g.topic {
+		return
+	}
 	first := false
 	g.once.Do(func() { first = true })
 	if first && err == nil {
@@ -124,7 +128,7 @@ func TestZombieTaskCommitIsFenced(t *testing.T) {
 			}
 
 			zcfg := cfg
-			gate := newProduceGate()
+			gate := newProduceGate(out)
 			if tc.open {
 				zcfg.KafkaOpts = append(zcfg.KafkaOpts, kgo.WithHooks(gate))
 			}
@@ -201,7 +205,7 @@ func TestZombieRunnerIsFenced(t *testing.T) {
 				return nil
 			})
 			zopts := opts
-			gate := newProduceGate()
+			gate := newProduceGate(out)
 			if tc.open {
 				proc = echoCounter(out, nil)
 				zopts = append(zopts, runner.WithKafkaOpts(kgo.WithHooks(gate)))
