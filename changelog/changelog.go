@@ -291,14 +291,17 @@ func restoreRange(ctx context.Context, topic string, partition int32, from, end 
 		switch {
 		case next > offset:
 			offset, stalls, backoff = next, 0, 20*time.Millisecond
-		case len(part.RecordBatches) == 0 && part.LastStableOffset >= end:
+		case len(part.RecordBatches) == 0 && part.LastStableOffset >= end &&
+			resp.ThrottleMillis == 0 && part.PreferredReadReplica < 0:
 			// Nothing is left between offset and a last stable offset
 			// that covers end: the rest below end was removed by the
-			// log cleaner.
+			// log cleaner. (A throttled response, or one naming a
+			// preferred read replica, is empty without meaning that.)
 			return applied, nil
 		default:
 			// A leader whose last stable offset has not caught up with
-			// end yet (just elected), or a batch cut short: try again.
+			// end yet (just elected), a throttled response, or a batch
+			// cut short: try again.
 			if stalls++; stalls > maxStall {
 				return applied, wrapErr(fmt.Errorf("no progress after %d fetches (last stable offset %d, high watermark %d)",
 					stalls, part.LastStableOffset, part.HighWatermark))
