@@ -135,3 +135,82 @@ func TestTwoRunnersSplitAndHandOver(t *testing.T) {
 
 	requireExactlyOnce(t, append(first, second...), readStable(t, c, out))
 }
+
+// waitGroupState waits until group is in state.
+func waitGroupState(t testing.TB, c *kafkatest.Cluster, group, state string) {
+	t.Helper()
+	kafkatest.WaitFor(t, 30*time.Second, fmt.Sprintf("group %s in state %s", group, state), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		groups, err := c.Adm.DescribeGroups(ctx, group)
+		if err != nil {
+			return false
+		}
+		g, ok := groups[group]
+		return ok && g.Err == nil && g.State == state
+	})
+}
+
+// TestRebalanceWaitsForInFlightBatch lets a second runner join while the
+// first is in the middle of a batch: the rebalance waits until that batch
+// committed, then the two split the tasks, and every input is processed
+// exactly once across the rebalance.
+func TestRebalanceWaitsForInFlightBatch(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
+	const partitions = 4
+	c.CreateTopic(t, in, partitions)
+	c.CreateTopic(t, out, partitions)
+	produce := func(prefix string) []*kgo.Record {
+		var recs []*kgo.Record
+		for p := range int32(partitions) {
+			rs := values(in, p, fmt.Sprintf("%s%d-", prefix, p), 20, 3)
+			for _, r := range rs {
+				r.Key = fmt.Appendf(nil, "p%d-%s", p, r.Key)
+			}
+			recs = append(recs, rs...)
+		}
+		c.Produce(t, recs...)
+		return recs
+	}
+	opts := func() []runner.Opt {
+		return []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
+			runner.StateDir(t.TempDir()), runner.MaxPollRecords(1000),
+			runner.SessionTimeout(3 * time.Second),
+			runner.WithConsumerOpts(kgo.HeartbeatInterval(200 * time.Millisecond))}
+	}
+	first := produce("a")
+
+	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h := &holders{got: map[string]map[int32]bool{}}
+	track := h.track("a")
+	a := start(t, c, echoCounter(out, func(rec *transformer.Record) error {
+		if string(rec.Value) == "a0-5" {
+			once.Do(func() { close(reached) })
+			<-release
+		}
+		return track(rec)
+	}), opts()...)
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("runner a did not reach the blocking record")
+	}
+
+	b := start(t, c, echoCounter(out, h.track("b")), opts()...)
+	// b's join starts a rebalance that cannot complete while a's batch
+	// runs.
+	waitGroupState(t, c, app, "PreparingRebalance")
+	close(release)
+	waitMembers(t, c, app, a, b)
+
+	second := produce("b")
+	waitCommitted(t, c, app, in, 30*time.Second, a.done)
+	split := h.take()
+	require.NotEmpty(t, split["a"])
+	require.NotEmpty(t, split["b"])
+	require.NoError(t, a.stop(t))
+	require.NoError(t, b.stop(t))
+	requireExactlyOnce(t, append(first, second...), readStable(t, c, out))
+}
