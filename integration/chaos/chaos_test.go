@@ -44,9 +44,10 @@ func TestChaosExactlyOnce(t *testing.T) {
 // that cannot fail proves nothing.
 func TestChaosCatchesNaive(t *testing.T) {
 	cfg := loadConfig(t, "naive")
-	cfg.records = min(cfg.records, 10000)
-	cfg.kills = min(max(cfg.kills, 3), 4)
-	cfg.zombies = min(cfg.zombies, 1)
+	cfg.records = min(cfg.records, 6000)
+	cfg.kills = 3
+	cfg.zombies = 1
+	cfg.duration = 4 * (cfg.session + 2*time.Second)
 	// Random kills: the naive processor spends nearly all its time
 	// between produce and commit.
 	cfg.modes = []killMode{killRandom}

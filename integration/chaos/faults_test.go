@@ -94,20 +94,27 @@ func (h *harness) kill(ctx context.Context, mode killMode) {
 	case killAfterCommit:
 		p, note = h.waitAfterCommit(ctx, 10*time.Second)
 	case killStartup:
-		ps := h.live()
-		if len(ps) > 0 {
-			p = ps[0]
-			for _, q := range ps[1:] {
-				if q.started.After(p.started) {
-					p = q
-				}
+		p = h.newest()
+		if p != nil && time.Since(p.started) > time.Second {
+			// Nothing starting now: make a start to kill.
+			if h.fleet.kill(p, 0) {
+				h.note(fmt.Sprintf("kill %d: startup (preparing) slot %d gen %d at %v", h.fleet.kills.Load(), p.slot, p.gen,
+					time.Since(h.begun).Round(time.Millisecond)))
 			}
-			at := p.started.Add(h.rng.between(100*time.Millisecond, 1500*time.Millisecond))
+			p = h.newest()
+		}
+		if p != nil {
+			at := p.started.Add(h.rng.between(50*time.Millisecond, 1500*time.Millisecond))
 			sleep(ctx, time.Until(at))
 			note = fmt.Sprintf("%v after its start", time.Since(p.started).Round(time.Millisecond))
 		}
 	case killRandom:
 		sleep(ctx, h.rng.between(0, 1500*time.Millisecond))
+		// Mostly a process that owns tasks; sometimes any process (one
+		// that is joining, restoring or idle).
+		if h.rng.intN(4) > 0 {
+			p, _ = h.target(ctx, nil)
+		}
 	}
 	if p == nil {
 		ps := h.live()
@@ -118,15 +125,34 @@ func (h *harness) kill(ctx context.Context, mode killMode) {
 		p = ps[h.rng.intN(len(ps))]
 		if mode != killRandom {
 			note += " (fell back to a random process)"
+		} else {
+			note = "any process"
 		}
 	}
 	restart := h.rng.between(0, 700*time.Millisecond)
-	if h.fleet.kill(p, restart) {
-		msg := fmt.Sprintf("kill %d: %s slot %d gen %d at %v: %s", h.fleet.kills.Load(), mode, p.slot, p.gen,
-			time.Since(h.begun).Round(time.Millisecond), strings.TrimSpace(note))
-		h.killNotes = append(h.killNotes, msg)
-		h.t.Logf("chaos: %s (committed %d/%d)", msg, h.committed.Load(), h.cfg.records)
+	if mode == killRandom && note == "" {
+		note = "a task owner"
 	}
+	if h.fleet.kill(p, restart) {
+		h.note(fmt.Sprintf("kill %d: %s slot %d gen %d at %v: %s", h.fleet.kills.Load(), mode, p.slot, p.gen,
+			time.Since(h.begun).Round(time.Millisecond), strings.TrimSpace(note)))
+	}
+}
+
+func (h *harness) note(msg string) {
+	h.killNotes = append(h.killNotes, msg)
+	h.t.Logf("chaos: %s (committed %d/%d)", msg, h.committed.Load(), h.cfg.records)
+}
+
+// newest returns the live process started last.
+func (h *harness) newest() *proc {
+	var p *proc
+	for _, q := range h.live() {
+		if p == nil || q.started.After(p.started) {
+			p = q
+		}
+	}
+	return p
 }
 
 // live returns the current processes that run and are not stopped.

@@ -58,6 +58,7 @@ func loadConfig(t testing.TB, processor string) config {
 		session:    envDuration(t, "CHAOS_SESSION_TIMEOUT", 3*time.Second),
 		seed:       uint64(envInt(t, "CHAOS_SEED", int(time.Now().UnixNano()%1e9))),
 	}
+	cfg.extra = strings.Fields(os.Getenv("CHAOS_PROCESSOR_ARGS"))
 	faults := time.Duration(cfg.kills + cfg.zombies)
 	cfg.duration = envDuration(t, "CHAOS_DURATION", max(10*time.Second, faults*(cfg.session+2*time.Second)))
 	// Generous: a healthy run needs a fraction of this.
