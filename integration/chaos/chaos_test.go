@@ -71,6 +71,9 @@ func summary(h *harness, res result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos: broker=%s records=%d processes=%d kills=%d zombies=%d duplicates=%d gaps=%d seq_exact=%t state_exact=%s",
 		h.c.Kind(), h.cfg.records, h.cfg.processes, h.fleet.kills.Load(), len(h.zombieNotes), res.duplicates, res.gaps, res.seqExact, state)
+	if res.timedOut {
+		b.WriteString(" timeout=true")
+	}
 	fmt.Fprintf(&b, " offsets_exact=%t exits=%d processor=%s seed=%d elapsed=%v",
 		res.offsetsExact, len(h.fleet.unexpectedExits()), h.cfg.processor, h.cfg.seed, time.Since(h.begun).Round(100*time.Millisecond))
 	return b.String()

@@ -205,7 +205,15 @@ func (h *harness) verify(want map[int32]int64) result {
 	} else if !equalOffsets(ends, want) {
 		problem("input end offsets %v, produced %v", ends, want)
 	}
-	got, ok := h.groupOffsets(ctx)
+	var (
+		got map[int32]int64
+		ok  bool
+	)
+	for try := 0; try < 20 && !ok; try++ { // the coordinator may be loading
+		if got, ok = h.groupOffsets(ctx); !ok {
+			sleep(ctx, 250*time.Millisecond)
+		}
+	}
 	res.offsetsExact = ok && equalOffsets(got, want) && len(got) == len(want)
 	if !res.offsetsExact {
 		problem("committed offsets %v, input end offsets %v", got, want)
