@@ -36,6 +36,7 @@ func TestChaosExactlyOnce(t *testing.T) {
 	require.True(t, res.offsetsExact, "committed offsets equal the input end offsets")
 	require.GreaterOrEqual(t, int(h.fleet.kills.Load()), cfg.kills, "kills that landed")
 	require.Len(t, h.zombieNotes, cfg.zombies, "zombies")
+	require.Empty(t, h.stopFailures, "graceful stops under chaos end cleanly")
 }
 
 // TestChaosCatchesNaive runs the same harness over ./naive, a processor
@@ -47,6 +48,7 @@ func TestChaosCatchesNaive(t *testing.T) {
 	cfg.records = min(cfg.records, 6000)
 	cfg.kills = 3
 	cfg.zombies = 1
+	cfg.stops = 0
 	cfg.duration = 4 * (cfg.session + 2*time.Second)
 	// Random kills: the naive processor spends nearly all its time
 	// between produce and commit.
@@ -74,8 +76,8 @@ func summary(h *harness, res result) string {
 	if res.timedOut {
 		b.WriteString(" timeout=true")
 	}
-	fmt.Fprintf(&b, " offsets_exact=%t exits=%d processor=%s seed=%d elapsed=%v",
-		res.offsetsExact, len(h.fleet.unexpectedExits()), h.cfg.processor, h.cfg.seed, time.Since(h.begun).Round(100*time.Millisecond))
+	fmt.Fprintf(&b, " offsets_exact=%t stops=%d exits=%d processor=%s seed=%d elapsed=%v",
+		res.offsetsExact, h.stops, len(h.fleet.unexpectedExits()), h.cfg.processor, h.cfg.seed, time.Since(h.begun).Round(100*time.Millisecond))
 	return b.String()
 }
 

@@ -33,6 +33,7 @@ const (
 
 type event struct {
 	zombie bool
+	stop   bool // a graceful stop (SIGTERM) and restart
 	mode   killMode
 }
 
@@ -49,8 +50,12 @@ func (h *harness) plan() []event {
 	for i := range cfg.kills {
 		evs = append(evs, event{mode: rotation[(off+i)%len(rotation)]})
 	}
+	for j := range cfg.stops {
+		at := (j + 1) * len(evs) / (cfg.stops + 1)
+		evs = slices.Insert(evs, at, event{stop: true})
+	}
 	for j := range cfg.zombies {
-		at := (j + 1) * len(evs) / (cfg.zombies + 1)
+		at := (2*j + 1) * len(evs) / (2*cfg.zombies + 1)
 		evs = slices.Insert(evs, at, event{zombie: true})
 	}
 	return evs
@@ -74,9 +79,13 @@ func (h *harness) chaos(ctx context.Context) {
 				i+1, len(evs), h.committed.Load(), h.produced.Load(), h.fleet.tails(15))
 			return
 		}
-		if ev.zombie {
+		h.settle(ctx)
+		switch {
+		case ev.zombie:
 			h.zombie(ctx)
-		} else {
+		case ev.stop:
+			h.stop(ctx)
+		default:
 			h.kill(ctx, ev.mode)
 		}
 	}
@@ -97,11 +106,15 @@ func (h *harness) kill(ctx context.Context, mode killMode) {
 		p = h.newest()
 		if p != nil && time.Since(p.started) > time.Second {
 			// Nothing starting now: make a start to kill.
-			if h.fleet.kill(p, 0) {
+			if h.fleet.kill(p, h.beforeRestart(ctx, p, 0)) {
 				h.note(fmt.Sprintf("kill %d: startup (preparing) slot %d gen %d at %v", h.fleet.kills.Load(), p.slot, p.gen,
 					time.Since(h.begun).Round(time.Millisecond)))
 			}
 			p = h.newest()
+			if !h.c.Real {
+				// kfake: only once it joined (see settle).
+				h.settle(ctx)
+			}
 		}
 		if p != nil {
 			at := p.started.Add(h.rng.between(50*time.Millisecond, 1500*time.Millisecond))
@@ -129,13 +142,63 @@ func (h *harness) kill(ctx context.Context, mode killMode) {
 			note = "any process"
 		}
 	}
-	restart := h.rng.between(0, 700*time.Millisecond)
+	restart := h.beforeRestart(ctx, p, h.rng.between(0, 700*time.Millisecond))
 	if mode == killRandom && note == "" {
 		note = "a task owner"
 	}
 	if h.fleet.kill(p, restart) {
 		h.note(fmt.Sprintf("kill %d: %s slot %d gen %d at %v: %s", h.fleet.kills.Load(), mode, p.slot, p.gen,
 			time.Since(h.begun).Round(time.Millisecond), strings.TrimSpace(note)))
+	}
+}
+
+// settle, on kfake only, waits until the group is stable with exactly the
+// live processes as members. kfake's classic group coordinator does not
+// survive a member dying during a rebalance: members blocked in JoinGroup
+// keep their session timers running and are dropped unanswered when they
+// fire, a member killed in JoinGroup is left without a session timer, and
+// the group then stalls for the rebalance timeout or, with restarts
+// joining all the time, for good (every JoinGroup times out after 70s).
+// Apache Kafka keeps members awaiting a join alive, so against it every
+// fault lands whenever it falls, rebalances included.
+func (h *harness) settle(ctx context.Context) {
+	if h.c.Real {
+		return
+	}
+	deadline := time.Now().Add(3*h.cfg.session + 10*time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		var want []string
+		for _, p := range h.live() {
+			want = append(want, p.clientID)
+		}
+		slices.Sort(want)
+		if state, clients, _, err := h.groupView(ctx); err == nil && state == "Stable" && slices.Equal(clients, want) {
+			return
+		}
+		sleep(ctx, 20*time.Millisecond)
+	}
+	h.t.Logf("chaos: kfake group did not settle within %v", 3*h.cfg.session+10*time.Second)
+}
+
+// beforeRestart returns what to wait for before a killed process restarts:
+// delay against Apache Kafka. On kfake, first the group dropping the dead
+// member: kfake keeps running the session timer of members blocked in
+// JoinGroup and drops them without an answer when it fires, so a live
+// member that joins a rebalance waiting for a dead member with the same
+// session timeout can be lost, and the rebalance then hangs for the whole
+// rebalance timeout (Apache Kafka keeps members awaiting a join alive).
+func (h *harness) beforeRestart(ctx context.Context, p *proc, delay time.Duration) func() {
+	return func() {
+		if !h.c.Real {
+			deadline := time.Now().Add(3*h.cfg.session + 5*time.Second)
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				if _, clients, _, err := h.groupView(ctx); err == nil && !slices.Contains(clients, p.clientID) {
+					break
+				}
+				sleep(ctx, 20*time.Millisecond)
+			}
+		}
+		sleep(ctx, delay)
 	}
 }
 
@@ -322,10 +385,21 @@ func (h *harness) zombie(ctx context.Context) {
 	stoppedAt := time.Now()
 	t.Logf("chaos: zombie: SIGSTOP slot %d gen %d (partitions %v) %s", p.slot, p.gen, parts, note)
 
+	// Early: wake as soon as the group dropped the zombie, racing the new
+	// owners' fence and restore. Late: wake once the new owners committed.
+	early := h.rng.intN(2) == 0
+	wake := "after the new owners committed"
+	if early {
+		wake = "as soon as the group dropped it"
+	}
 	limit := 20*h.cfg.session + 60*time.Second
 	moved := false
 	for time.Since(stoppedAt) < limit && ctx.Err() == nil {
 		state, clients, assigned, err := h.groupView(ctx)
+		if early && err == nil && time.Since(stoppedAt) > h.cfg.session && !slices.Contains(clients, p.clientID) {
+			moved = true
+			break
+		}
 		if err == nil && time.Since(stoppedAt) > h.cfg.session && state == "Stable" && !slices.Contains(clients, p.clientID) && assigned == int(h.cfg.partitions) {
 			now, ok := h.groupOffsets(ctx)
 			ends := h.ends(int(h.produced.Load()))
@@ -340,7 +414,7 @@ func (h *harness) zombie(ctx context.Context) {
 				break
 			}
 		}
-		sleep(ctx, 100*time.Millisecond)
+		sleep(ctx, 20*time.Millisecond)
 	}
 	if !moved {
 		t.Errorf("chaos: zombie slot %d gen %d: the group did not move its partitions %v within %v\n%s",
@@ -358,10 +432,46 @@ func (h *harness) zombie(ctx context.Context) {
 	case <-time.After(2*h.cfg.session + 5*time.Second):
 	case <-ctx.Done():
 	}
-	msg := fmt.Sprintf("zombie slot %d gen %d: stopped %v for %v, partitions %v moved=%v; woke and %s",
-		p.slot, p.gen, note, stoppedFor, parts, moved, fate)
+	msg := fmt.Sprintf("zombie slot %d gen %d: stopped %v for %v, partitions %v moved=%v, woken %s; then %s",
+		p.slot, p.gen, note, stoppedFor, parts, moved, wake, fate)
 	h.zombieNotes = append(h.zombieNotes, msg)
 	t.Logf("chaos: %s", msg)
+}
+
+// stop ends a process gracefully (SIGTERM: it finishes its batch, leaves
+// the group) and restarts it.
+func (h *harness) stop(ctx context.Context) {
+	p, _ := h.target(ctx, nil)
+	if p == nil {
+		ps := h.live()
+		if len(ps) == 0 {
+			return
+		}
+		p = ps[h.rng.intN(len(ps))]
+	}
+	sleep(ctx, h.rng.between(0, time.Second))
+	p.expected.Store(true)
+	if !h.signalOrLog(p, syscall.SIGTERM) {
+		return
+	}
+	began := time.Now()
+	outcome := "exited cleanly"
+	select {
+	case <-p.exited:
+		if p.err != nil {
+			outcome = fmt.Sprintf("exited with %v: %s", p.err, lastError(p.log))
+			h.stopFailures = append(h.stopFailures, fmt.Sprintf("slot %d gen %d: %s", p.slot, p.gen, outcome))
+		}
+	case <-time.After(60 * time.Second):
+		outcome = "did not exit within 60s of SIGTERM; killed"
+		h.stopFailures = append(h.stopFailures, fmt.Sprintf("slot %d gen %d: %s", p.slot, p.gen, outcome))
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.exited
+	}
+	h.stops++
+	h.fleet.restartIfCurrent(p)
+	h.note(fmt.Sprintf("stop %d: SIGTERM slot %d gen %d at %v: %s after %v", h.stops, p.slot, p.gen,
+		time.Since(h.begun).Round(time.Millisecond), outcome, time.Since(began).Round(time.Millisecond)))
 }
 
 // lastError returns the last line of log that reports an error.

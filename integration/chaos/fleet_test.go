@@ -160,9 +160,9 @@ func (f *fleet) byClientID(id string) *proc {
 	return nil
 }
 
-// kill SIGKILLs p, waits for it to die and, after restartAfter, starts its
-// slot's next generation. It reports whether p was still running.
-func (f *fleet) kill(p *proc, restartAfter time.Duration) bool {
+// kill SIGKILLs p, waits for it to die and, once before returns, starts
+// its slot's next generation. It reports whether p was still running.
+func (f *fleet) kill(p *proc, before func()) bool {
 	select {
 	case <-p.exited:
 		return false
@@ -178,7 +178,7 @@ func (f *fleet) kill(p *proc, restartAfter time.Duration) bool {
 		f.t.Errorf("chaos: slot %d gen %d did not die within 30s of SIGKILL", p.slot, p.gen)
 	}
 	f.kills.Add(1)
-	time.Sleep(restartAfter)
+	before()
 	f.restartIfCurrent(p)
 	return true
 }

@@ -33,6 +33,7 @@ type config struct {
 	processes  int
 	kills      int
 	zombies    int
+	stops      int
 	session    time.Duration
 	duration   time.Duration // over which the feeder paces the inputs
 	timeout    time.Duration
@@ -55,11 +56,12 @@ func loadConfig(t testing.TB, processor string) config {
 		processes:  envInt(t, "CHAOS_PROCESSES", 3),
 		kills:      envInt(t, "CHAOS_KILLS", 6),
 		zombies:    envInt(t, "CHAOS_ZOMBIES", 1),
+		stops:      envInt(t, "CHAOS_STOPS", 1),
 		session:    envDuration(t, "CHAOS_SESSION_TIMEOUT", 3*time.Second),
 		seed:       uint64(envInt(t, "CHAOS_SEED", int(time.Now().UnixNano()%1e9))),
 	}
 	cfg.extra = strings.Fields(os.Getenv("CHAOS_PROCESSOR_ARGS"))
-	faults := time.Duration(cfg.kills + cfg.zombies)
+	faults := time.Duration(cfg.kills + cfg.zombies + cfg.stops)
 	cfg.duration = envDuration(t, "CHAOS_DURATION", max(10*time.Second, faults*(cfg.session+2*time.Second)))
 	// Generous: a healthy run needs a fraction of this.
 	def := 3*time.Minute + cfg.duration + time.Duration(cfg.records/1000)*time.Second +
@@ -171,8 +173,10 @@ type harness struct {
 	committed atomic.Int64
 	chaosDone chan struct{}
 
-	zombieNotes []string
-	killNotes   []string
+	zombieNotes  []string
+	killNotes    []string
+	stops        int
+	stopFailures []string // graceful stops that did not end cleanly
 
 	mu          sync.Mutex
 	regressions []string // committed offsets seen moving backwards
@@ -192,8 +196,8 @@ func newHarness(t testing.TB, cfg config) *harness {
 		h.dir = dir
 		t.Logf("chaos: logs and state in %s", dir)
 	}
-	t.Logf("chaos: seed=%d processor=%s records=%d keys=%d partitions=%d processes=%d kills=%d zombies=%d session=%v duration=%v timeout=%v",
-		cfg.seed, cfg.processor, cfg.records, cfg.keys, cfg.partitions, cfg.processes, cfg.kills, cfg.zombies, cfg.session, cfg.duration, cfg.timeout)
+	t.Logf("chaos: seed=%d processor=%s records=%d keys=%d partitions=%d processes=%d kills=%d zombies=%d stops=%d session=%v duration=%v timeout=%v",
+		cfg.seed, cfg.processor, cfg.records, cfg.keys, cfg.partitions, cfg.processes, cfg.kills, cfg.zombies, cfg.stops, cfg.session, cfg.duration, cfg.timeout)
 	return h
 }
 
