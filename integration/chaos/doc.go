@@ -9,26 +9,41 @@
 //   - ./naive, a plain consume → produce → commit loop without transactions,
 //     which the harness must catch producing duplicates.
 //
-// While a feeder produces numbered inputs, the harness SIGKILLs processes at
-// chosen moments (mid-transaction, right after a commit, at random, during
-// startup) and restarts them, and SIGSTOPs one past its session timeout,
-// waking it after its partitions moved (a zombie). It then reads the output
-// with read_committed and checks: every input exactly once, each key's seq
-// exactly 1..count in order, state restored from the changelog (and by a
-// fresh processor) equal to the counts, committed offsets at the input's
-// end. One summary line reports the run:
+// While a feeder paces numbered inputs over the run, the harness SIGKILLs
+// processes at chosen moments (mid-transaction, right after a commit, at
+// random, during startup) and restarts them, stops one gracefully
+// (SIGTERM) and restarts it, and SIGSTOPs one past its session timeout,
+// waking it after its partitions moved (a zombie; woken either as soon as
+// the group dropped it or after the new owners committed). It then reads
+// the output with read_committed and checks: every input exactly once,
+// each key's seq exactly 1..count in order, state restored from the
+// changelog (and by a fresh processor fed one more input per key) equal to
+// the counts, committed offsets at the input's end and never moving
+// backwards. One summary line reports the run:
 //
-//	chaos: broker=kafka records=100000 processes=3 kills=6 zombies=1 duplicates=0 gaps=0 seq_exact=true state_exact=true ...
+//	chaos: broker=kafka records=100000 processes=3 kills=7 zombies=1 duplicates=0 gaps=0 seq_exact=true state_exact=true offsets_exact=true stops=1 exits=1 ...
+//
+// exits counts processes that ended by themselves (a woken zombie exits
+// fenced; the harness restarts such processes like an orchestrator).
+//
+// Against kfake every fault waits for a stable group first: kfake's classic
+// group coordinator drops members blocked in JoinGroup when their session
+// timer fires and can stall a rebalance for its whole timeout, which Apache
+// Kafka does not. Against Apache Kafka faults land whenever they fall,
+// rebalances included.
 //
 // Sizes come from the environment: CHAOS_RECORDS (default 20000),
-// CHAOS_KILLS (6), CHAOS_ZOMBIES (1), CHAOS_PROCESSES (3),
+// CHAOS_KILLS (6), CHAOS_ZOMBIES (1), CHAOS_STOPS (1), CHAOS_PROCESSES (3),
 // CHAOS_PARTITIONS (6), CHAOS_KEYS (60), CHAOS_SESSION_TIMEOUT (3s),
-// CHAOS_TIMEOUT (scaled with the size), CHAOS_SEED, and CHAOS_RACE=1 to
-// build the processors with -race. For example:
+// CHAOS_DURATION (how long the feeder paces the inputs; scaled with the
+// faults), CHAOS_TIMEOUT (scaled with the size), CHAOS_SEED,
+// CHAOS_PROCESSOR_ARGS (extra processor flags), CHAOS_KEEP=dir (keep the
+// processor logs there) and CHAOS_RACE=1 (build the processors with
+// -race). For example:
 //
 //	go test -v ./integration/chaos/
 //	KAFKA_BROKERS=127.0.0.1:9092 CHAOS_RECORDS=100000 go test -v -run TestChaosExactlyOnce ./integration/chaos/
-//	KAFKA_BROKERS=127.0.0.1:9092 CHAOS_RECORDS=1000000 CHAOS_KILLS=40 CHAOS_ZOMBIES=4 go test -v -timeout 60m -run TestChaosExactlyOnce ./integration/chaos/
+//	KAFKA_BROKERS=127.0.0.1:9092 CHAOS_RECORDS=1000000 CHAOS_KILLS=40 CHAOS_ZOMBIES=4 CHAOS_STOPS=4 go test -v -timeout 60m -run TestChaosExactlyOnce ./integration/chaos/
 //
 // Processor logs (one file per process generation) stay in the test's
 // temporary directory; the tails are printed when something fails.
