@@ -314,7 +314,21 @@ func (h *harness) run() result {
 	h.mu.Lock()
 	res.problems = append(res.problems, h.regressions...)
 	h.mu.Unlock()
+	res.problems = append(res.problems, raceReports(h.dir)...)
 	return res
+}
+
+// raceReports names the processor logs in which the race detector (see
+// CHAOS_RACE) reported a data race.
+func raceReports(dir string) []string {
+	var out []string
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil && strings.Contains(string(b), "WARNING: DATA RACE") {
+			out = append(out, "data race reported in "+l)
+		}
+	}
+	return out
 }
 
 // monitor keeps h.committed at the sum of the group's committed input
