@@ -47,7 +47,6 @@ func main() {
 		stateDir       = flag.String("state-dir", "", "state directory (default $TMPDIR/flechtwerk)")
 		clientID       = flag.String("client-id", "", "Kafka client id of every client (names this process in the group)")
 		sessionTimeout = flag.Duration("session-timeout", 10*time.Second, "group session timeout")
-		heartbeat      = flag.Duration("heartbeat", 0, "group heartbeat interval (default: a third of the session timeout, at most 3s)")
 		maxPoll        = flag.Int("max-poll", 500, "max records per batch")
 		txnTimeout     = flag.Duration("txn-timeout", 60*time.Second, "transaction timeout")
 		batchTimeout   = flag.Duration("batch-timeout", 30*time.Second, "batch timeout")
@@ -91,14 +90,6 @@ func main() {
 		runner.BatchTimeout(*batchTimeout),
 		runner.WithLogger(log),
 	}
-	// franz-go heartbeats every 3s by default whatever the session
-	// timeout; with a short session that lets the coordinator expire a
-	// healthy member between two heartbeats.
-	hb := *heartbeat
-	if hb <= 0 {
-		hb = min(3*time.Second, *sessionTimeout/3)
-	}
-	opts = append(opts, runner.WithConsumerOpts(kgo.HeartbeatInterval(hb)))
 	if *stateDir != "" {
 		opts = append(opts, runner.StateDir(*stateDir))
 	}
