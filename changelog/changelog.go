@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -76,21 +77,22 @@ func check(ctx context.Context, adm *kadm.Client, topic string, have, want int32
 		return fmt.Errorf("changelog: describing configs of %s: %w", topic, rc.Err)
 	}
 	for _, c := range rc.Configs {
-		if c.Key == "cleanup.policy" && c.Value != nil && !containsCompact(*c.Value) {
+		if c.Key == "cleanup.policy" && c.Value != nil && !compactOnly(*c.Value) {
 			return flechtwerk.Errorf(flechtwerk.CodeChangelogMismatch, "topic "+topic,
-				"changelog cleanup.policy is %q; it must include compact", *c.Value)
+				"changelog cleanup.policy is %q; it must be exactly compact (delete would drop state older than retention.ms)", *c.Value)
 		}
 	}
 	return nil
 }
 
-func containsCompact(policy string) bool {
-	for i := 0; i+len("compact") <= len(policy); i++ {
-		if policy[i:i+len("compact")] == "compact" {
-			return true
+// compactOnly reports whether a cleanup.policy value is compaction alone.
+func compactOnly(policy string) bool {
+	for _, p := range strings.Split(policy, ",") {
+		if strings.TrimSpace(p) != "compact" {
+			return false
 		}
 	}
-	return false
+	return policy != ""
 }
 
 // Record returns the changelog record of one state write of task partition.
@@ -143,6 +145,9 @@ func Restore(ctx context.Context, adm *kadm.Client, topic string, partition int3
 // retriable.
 func listOffset(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), topic string, partition int32) (int64, error) {
 	backoff := 20 * time.Millisecond
+	// A topic unknown for this long is not being created: it is missing
+	// (e.g. a changelog partition beyond its count).
+	unknownUntil := time.Now().Add(30 * time.Second)
 	for {
 		offs, err := list(ctx, topic)
 		if err == nil {
@@ -161,6 +166,9 @@ func listOffset(ctx context.Context, list func(context.Context, ...string) (kadm
 		}
 		if !errors.Is(err, kerr.UnknownTopicOrPartition) && !kerr.IsRetriable(err) {
 			return 0, err
+		}
+		if errors.Is(err, kerr.UnknownTopicOrPartition) && time.Now().After(unknownUntil) {
+			return 0, fmt.Errorf("partition %d of %s still unknown after 30s: %w", partition, topic, err)
 		}
 		select {
 		case <-ctx.Done():

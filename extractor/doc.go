@@ -9,23 +9,24 @@
 // become visible in one Kafka transaction, so after any crash the next poll
 // starts exactly where the last visible page ended.
 //
-//	type Cursor struct{ After string }
+//	type Cursor struct{ After string } // the last item id made visible
 //
 //	ex := extractor.New(func(ctx context.Context, cfg extractor.Config[Tenant], cur Cursor, out *extractor.Emitter[Cursor]) error {
 //		for {
-//			page, err := api.List(ctx, cfg.Config.URL, cur.After)
+//			page, err := api.ListAfter(ctx, cfg.Config.URL, cur.After)
 //			if err != nil {
 //				return err // the open page is aborted; Run ends
 //			}
 //			for _, it := range page.Items {
 //				out.Send("items", []byte(it.ID), it.JSON)
+//				cur.After = it.ID
 //			}
-//			if page.Next == "" {
-//				return nil // records sent after the last Commit commit as a trailing page
-//			}
-//			cur.After = page.Next
+//			// The page's records and the cursor past them, atomically.
 //			if err := out.Commit(ctx, cur); err != nil {
 //				return err
+//			}
+//			if !page.More {
+//				return nil // the next poll asks for items after cur.After
 //			}
 //		}
 //	})
@@ -51,8 +52,11 @@
 // cursor to the changelog; the transaction is open only while the page
 // commits. Records sent after the last Commit form a trailing page,
 // committed when the poll function returns nil; it leaves the cursor as it
-// was. Keep pages small enough to fit in memory, and commit a cursor with
-// every page you want a restart to skip.
+// was, so the next poll reads those records again from the old cursor and
+// sends them a second time unless the source no longer returns them. Close
+// every page with a Commit of a cursor past its records; keep trailing pages
+// for sources that are consumed by reading (a queue drained on read). Keep
+// pages small enough to fit in memory.
 //
 // A page must close within PageTimeout (default 30s), which must be below
 // TransactionTimeout (default 60s; NewRunner rejects anything else with

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -44,9 +45,13 @@ func (e *PollError) Unwrap() error { return e.Err }
 
 // Runner runs one extractor. Build it with NewRunner; Run it once.
 type Runner struct {
-	cfg cfg
-	ex  Poller
+	cfg     cfg
+	ex      Poller
+	started atomic.Bool
 }
+
+// ErrRunTwice is returned by a second call of Run on the same Runner.
+var ErrRunTwice = errors.New("extractor: Run called twice; build a new Runner with NewRunner")
 
 // NewRunner checks the configuration and returns a Runner. Every problem is
 // reported at once as *flechtwerk.ConfigError values joined with
@@ -82,6 +87,9 @@ func (r *Runner) Changelog() string { return changelog.Topic(r.cfg.appID) }
 // Run polls until ctx is canceled (then it stops gracefully and returns nil)
 // or an error ends it. See the package documentation.
 func (r *Runner) Run(ctx context.Context) error {
+	if !r.started.CompareAndSwap(false, true) {
+		return ErrRunTwice
+	}
 	c := &r.cfg
 	rn := &run{r: r, wake: make(chan struct{}, 1), tokens: map[int32]*token{}, sched: map[string]*schedule{},
 		sem: make(chan struct{}, c.concurrency), changelog: changelog.Topic(c.appID)}

@@ -165,6 +165,9 @@ func (tk *token) transact(ctx context.Context, rn *run, key []byte, recs []*kgo.
 }
 
 func (tk *token) abort(ctx context.Context, cause error) error {
+	// The commit's context may be spent: the abort gets its own time.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	cl := tk.producer
 	if err := cl.AbortBufferedRecords(ctx); err != nil {
 		return errors.Join(cause, fmt.Errorf("token %d: abort buffered records: %w", tk.n, err))

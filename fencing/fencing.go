@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -71,9 +72,11 @@ func ClassifyCommit(txnID string, err error) error {
 // Init creates a transactional producer with the static ID txnID and
 // initializes its producer ID: the fence. When Init returns, any previous
 // owner of txnID is fenced and its open transaction aborted. opts are added
-// to the client's options (seed brokers, TLS, SASL, partitioner, ...).
+// to the client's options (seed brokers, TLS, SASL, partitioner, ...); they
+// cannot override the transactional settings.
 func Init(ctx context.Context, txnID string, txnTimeout time.Duration, opts ...kgo.Opt) (*kgo.Client, error) {
-	all := append([]kgo.Opt{
+	// The caller's options come first: the ones below decide delivery.
+	all := append(slices.Clone(opts),
 		kgo.TransactionalID(txnID),
 		kgo.TransactionTimeout(txnTimeout),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -85,8 +88,8 @@ func Init(ctx context.Context, txnID string, txnTimeout time.Duration, opts ...k
 		// A produce retried for a stale leader or a transient
 		// NOT_ENOUGH_REPLICAS waits for a metadata refresh; the default
 		// 5s minimum age would stall the transaction that long.
-		kgo.MetadataMinAge(250 * time.Millisecond),
-	}, opts...)
+		kgo.MetadataMinAge(250*time.Millisecond),
+	)
 	cl, err := kgo.NewClient(all...)
 	if err != nil {
 		return nil, fmt.Errorf("fencing: producer for %s: %w", txnID, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,11 +112,17 @@ func (r *Runner) Run(ctx context.Context) error {
 		sem:        make(chan struct{}, c.concurrency),
 		wake:       make(chan struct{}, 1),
 	}
-	consumerOpts := append(slices.Clone(base),
+	// The user's consumer options come first: the options below decide
+	// delivery and must win.
+	consumerOpts := append(slices.Clone(base), c.consumerOpts...)
+	consumerOpts = append(consumerOpts,
 		kgo.ConsumerGroup(c.appID),
 		kgo.ConsumeTopics(c.inputs...),
 		kgo.Balancers(kgo.RangeBalancer()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Markers of upstream transactions are returned so that the
+		// committed offset can pass them (see task.Process).
+		kgo.KeepControlRecords(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
@@ -127,7 +134,6 @@ func (r *Runner) Run(ctx context.Context) error {
 		kgo.OnPartitionsRevoked(rn.onRevoked),
 		kgo.OnPartitionsLost(rn.onRevoked),
 	)
-	consumerOpts = append(consumerOpts, c.consumerOpts...)
 	consumer, err := kgo.NewClient(consumerOpts...)
 	if err != nil {
 		return fmt.Errorf("runner: consumer: %w", err)
@@ -260,9 +266,10 @@ func (rn *run) batch(ctx context.Context, recs []*kgo.Record) error {
 	byTask := map[int32][]*kgo.Record{}
 	for _, rec := range recs {
 		if _, ok := rn.tasks[rec.Partition]; !ok {
-			// The task was torn down after the fetch: the new owner
-			// reprocesses the record (its offset was never committed).
-			continue
+			// Cannot happen with eager range assignment and rebalances
+			// blocked while a batch runs; a record here would be
+			// silently skipped, so stop instead.
+			return fmt.Errorf("runner: fetched topic %s partition %d offset %d, which no running task owns", rec.Topic, rec.Partition, rec.Offset)
 		}
 		byTask[rec.Partition] = append(byTask[rec.Partition], rec)
 	}
@@ -417,6 +424,11 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 	}
 	var ns []int32
 	for n, k := range held {
+		if n >= rn.partitions {
+			rn.setFatal(flechtwerk.Errorf(flechtwerk.CodePartitionMismatch, "topic "+strings.Join(c.inputs, ","),
+				"assigned partition %d, but the input topics had %d partitions at startup and the changelog has as many; adding partitions to inputs needs a state migration", n, rn.partitions))
+			return
+		}
 		if k != len(c.inputs) {
 			rn.setFatal(fmt.Errorf("runner: partition %d assigned for %d of %d input topics; the group must use range assignment over co-partitioned inputs (is another application using group %q?)", n, k, len(c.inputs), c.appID))
 			return
@@ -462,6 +474,9 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 	}
 	rn.mu.Unlock()
 	if len(errs) > 0 {
+		if ctx.Err() != nil {
+			return // the client is closing (Run is stopping): not a failure
+		}
 		rn.setFatal(fmt.Errorf("runner: starting tasks: %w", errors.Join(errs...)))
 		return
 	}

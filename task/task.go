@@ -166,7 +166,8 @@ type bucket struct {
 	err   error
 }
 
-// Process runs the transform over recs (all of this task's partition),
+// Process runs the transform over recs (all of this task's partition;
+// transaction markers among them only advance the offsets),
 // bounded by sem (one slot per concurrently running bucket). It neither
 // produces nor commits.
 func (t *Task) Process(ctx context.Context, recs []*kgo.Record, sem chan struct{}) (*Batch, error) {
@@ -189,6 +190,11 @@ func (t *Task) Process(ctx context.Context, recs []*kgo.Record, sem chan struct{
 			b.Offsets[r.Topic] = next
 		}
 	}
+	// Transaction markers of transactional producers upstream take
+	// offsets too. They count for the committed offset (or lag would stay
+	// at 1 behind every marker) but are not input.
+	ordered = slices.DeleteFunc(ordered, func(r *kgo.Record) bool { return r.Attrs.IsControl() })
+	b.Records = len(ordered)
 
 	stateful := t.proc.Stateful()
 	var buckets []*bucket
@@ -292,7 +298,14 @@ func (t *Task) Commit(ctx context.Context, b *Batch) error {
 	}
 	// Ending a transaction must not be cut off by the caller's
 	// cancellation: an end whose outcome is unknown costs a fence.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.TransactionTimeout)
+	// Its deadline stays: the caller's batch deadline bounds the commit
+	// (and so the time a rebalance waits for it); without one, the
+	// transaction timeout does.
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(t.cfg.TransactionTimeout)
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	cl := t.producer
 
@@ -341,6 +354,10 @@ func (t *Task) Commit(ctx context.Context, b *Batch) error {
 }
 
 func (t *Task) abort(ctx context.Context, cause error) error {
+	// The commit's context may be spent (that may be why we abort): the
+	// abort gets its own time, so that it reaches the broker.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+	defer cancel()
 	cl := t.producer
 	if err := cl.AbortBufferedRecords(ctx); err != nil {
 		return errors.Join(cause, fmt.Errorf("task %d: abort buffered records: %w", t.cfg.Partition, err))
@@ -350,6 +367,10 @@ func (t *Task) abort(ctx context.Context, cause error) error {
 	}
 	return cause
 }
+
+// abortTimeout bounds an abort; when it cannot finish, the next owner's
+// fence or the transaction timeout aborts the transaction instead.
+const abortTimeout = 10 * time.Second
 
 // sendOffsets adds the group's offsets to the open transaction:
 // AddOffsetsToTxn then TxnOffsetCommit, with generation -1 and no member id
