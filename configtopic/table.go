@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,24 +17,15 @@ import (
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/topics"
+	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
-// Header is a Kafka record header.
-type Header struct {
-	Key   string
-	Value []byte
-}
+// Header is a Kafka record header (the same type as transformer.Header).
+type Header = transformer.Header
 
-// Record is one config record as read from a config topic.
-type Record struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	Key       []byte
-	Value     []byte
-	Headers   []Header
-	Timestamp time.Time
-}
+// Record is one config record as read from a config topic (the same type as
+// transformer.Record, so a transformer can use config records as they are).
+type Record = transformer.Record
 
 // Entry is the live config of one key: the record that set it and its
 // decoded (and enriched) value.
