@@ -2,7 +2,9 @@
 #               detector), then the suite against real Apache Kafka 4.x
 #               (transaction versions 2 and 1) fetched from Maven Central.
 # make run    - the word-count example on an embedded broker.
-# make bench  - benchmarks (stateful exactly-once vs. a plain loop).
+# make bench  - the throughput/latency benchmark (bench/run.sh): plain loop,
+#               GroupTransactSession loop and the runner on Apache Kafka and
+#               on the embedded broker. BENCH_RECORDS=300000 scales it down.
 GO ?= go
 
 .PHONY: test test-embedded test-kafka run bench chaos-long
@@ -20,7 +22,7 @@ run:
 	$(GO) run ./examples/wordcount
 
 bench:
-	$(GO) test ./bench -run '^$$' -bench . -benchmem -benchtime 200000x
+	GO=$(GO) bash bench/run.sh
 
 # One long chaos run against Apache Kafka (transaction version 2).
 chaos-long:

@@ -1,37 +1,98 @@
-// Package bench measures the throughput of Flechtwerk against a plain
-// franz-go loop, in the same run, on the embedded broker (kfake) or on the
-// cluster named by KAFKA_BROKERS.
+// Package bench measures Flechtwerk's throughput and latency against what a
+// Go user could write without it, in the same run on the same broker.
 //
-// Run it with a fixed record count (one op is one record):
+// # make bench
+//
+// `make bench` runs bench/run.sh: it builds bench/cmd/eosbench, starts a
+// single-node Apache Kafka 4.x broker with integration/kafka/kafka.sh (stopped
+// on exit, also after a failure), runs eosbench against it, stops it, and runs
+// eosbench again on the embedded broker (kfake) inside the benchmark process
+// as a second, labelled report (there "CPU here" includes the broker).
+// Scale it with BENCH_RECORDS (Kafka, default 1000000), BENCH_KFAKE_RECORDS
+// (default 100000, 0 skips kfake), BENCH_LATENCY (default 15s per latency
+// row, 0s skips), BENCH_RESTORE_RECORDS, BENCH_OUT (where the binary, the
+// reports kafka.txt / kfake.txt and the CPU profile go) and BENCH_FLAGS
+// (extra eosbench flags; see eosbench -help). Against a running cluster:
+//
+//	go run ./bench/cmd/eosbench -brokers host:9092 -records 300000
+//
+// # Workload
+//
+// One input topic of 12 partitions (-partitions) is pre-produced with N
+// records (-records) over 1000 keys (-keys), key k on partition k % 12;
+// every row consumes the same topic with its own group and writes its own
+// output topic, one instance each. Every row is a stateful per-key counter
+// that emits two outputs per input, and polls at most 500 records (the
+// runner's default MaxPollRecords). Every input carries its produce time in
+// header "t", copied to both outputs.
+//
+// # Drain rows (records/s)
+//
+//   - (a) plain loop: one franz-go group consumer reading uncommitted,
+//     counting in memory, ProduceSync of the two outputs per input and
+//     CommitOffsetsSync after every poll. At least once, no transactions, no
+//     changelog: the limit.
+//   - (b) GroupTransactSession loop: what a Go user writes instead of us.
+//     One kgo.GroupTransactSession (one transactional id, read_committed,
+//     require-stable offsets) that keeps the counts in memory and per poll
+//     opens one transaction with the outputs (async Produce), one changelog
+//     record per touched key (last write wins) on the compacted changelog
+//     partition of its input partition, and the offsets; End flushes and
+//     commits.
+//   - (c) the runner: runner.Run over transformer.New (state int, JSON
+//     codec, Pebble store, one task and transactional producer per
+//     partition) at the default settings. The rows at CommitInterval 10 ms
+//     and 1 s go through commitInterval in cmd/eosbench/procs.go, which
+//     reports "n/a (no CommitInterval option yet)" until the runner has
+//     that option; then it is a one-line change there.
+//   - (ref) the runner with MaxPollRecords 20000, and with franz-go's
+//     producer linger set to 0 (kgo.ProducerLinger(0) through
+//     WithKafkaOpts; the kgo default is 10 ms): diagnostics of the per-
+//     transaction cost, not targets.
+//
+// A drain is timed from the first record the processor handles (group
+// join, task start, fencing and restore are not timed) until the group's
+// committed offsets reach the end offsets, polled every 10 ms. Afterwards
+// the committed outputs are counted (read_committed): exactly 2N, or the row
+// fails. "CPU here" is the cores this process used during the drain, "CPU
+// broker" the Kafka process's (from /proc). The ratios (c)/(a) and (c)/(b)
+// come from the same run.
+//
+// # Latency rows
+//
+// Each processor runs on fresh topics; after one warm-up record per
+// partition is committed, a paced producer offers a steady load (default
+// half the drain rate of (c), -latency-rate to set it) for -latency-duration.
+// A read_committed consumer of the output topic takes latency = the time it
+// received an output − the input's produce time in header "t"; p50/p99/max
+// over all outputs of inputs produced after the first second.
+//
+// # Where the time goes
+//
+// A kgo.HookBrokerE2E on every client of the runner (WithKafkaOpts) records
+// each request's kind, start and end. For (c) and the reference rows the
+// report lists per request kind the count, per 1000 inputs, mean/p50/p99,
+// "busy" (the share of the wall time in which at least one was in flight)
+// and "concur" (mean number in flight while busy), and how much of the wall
+// time the commit path (Produce, AddOffsetsToTxn, TxnOffsetCommit, EndTxn)
+// had a request open; records per EndTxn is the mean size of a transaction.
+// With -cpuprofile (run.sh sets it on Kafka) a CPU profile of the process is
+// taken during the drain of (c) and its top 15 functions, and the project's
+// functions by cumulative time, are printed via go tool pprof.
+//
+// # Restore
+//
+// N records (-restore-records) with distinct keys and 100-byte values on one
+// partition of a compacted topic: a plain read_committed read of the
+// partition vs. changelog.Restore into a fresh store, as records/s and a
+// ratio.
+//
+// # Go benchmarks
+//
+// bench_test.go keeps the older go-test benchmarks (BenchmarkCounter on
+// kfake or KAFKA_BROKERS, BenchmarkTransformerProcess, BenchmarkDriver):
 //
 //	go test ./bench -run '^$' -bench . -benchtime 200000x
-//	KAFKA_BROKERS=localhost:9092 go test ./bench -run '^$' -bench . -benchtime 100000x
 //
-// BenchmarkCounter has two sub-benchmarks over the same workload: a counter
-// per key (1000 keys) over an input topic of 4 partitions, one output per
-// input.
-//
-//   - baseline: the idiomatic at-least-once loop, no transactions: one group
-//     consumer reading uncommitted, counting in memory, producing the
-//     outputs (ProduceSync) and committing the poll's offsets
-//     (CommitOffsetsSync) after every poll of at most 500 records.
-//   - eos: runner.Run over transformer.New with the default options
-//     (MaxPollRecords 500): per poll, one transaction per task holding its
-//     outputs, its changelog writes (Pebble state) and its offsets.
-//
-// Each run creates fresh topics, starts the consumer and lets it process one
-// warm-up record per partition (group join, fencing, restore are not timed),
-// holds it, pre-produces b.N records, and times draining them: until the
-// committed offsets reach the end offsets. It reports records/s, and eos
-// reports x-baseline, its rate over the baseline's from the same process
-// (with -count, over the last baseline run).
-// The outputs are counted (not timed) to check every record produced one.
-// B/op and allocs/op count the whole process: with kfake that includes the
-// embedded broker.
-//
-// BenchmarkTransformerProcess and BenchmarkDriver measure the transform path
-// without Kafka: one transformer.Process call per record, and batches of 500
-// through transformertest (bucketing by key, state threading, dedupe).
-//
-// The package has no tests: without -bench, go test only compiles it.
+// Without -bench, go test only compiles the package.
 package bench

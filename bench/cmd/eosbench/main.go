@@ -1,0 +1,421 @@
+// Command eosbench measures the exactly-once runner against a plain franz-go
+// loop and a hand-rolled GroupTransactSession loop on one broker, in one
+// run. See the bench package documentation; `make bench` runs it.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/runner"
+)
+
+type config struct {
+	brokers        string
+	brokerPID      int
+	label          string
+	records        int
+	keys           int
+	partitions     int
+	latencyDur     time.Duration
+	latencyRate    float64
+	latencyAll     bool
+	restoreRecords int
+	cpuProfile     string
+	verify         bool
+	reference      bool
+	drainTimeout   time.Duration
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.brokers, "brokers", "", "seed brokers (comma separated); empty: an embedded kfake broker in this process")
+	flag.IntVar(&c.brokerPID, "broker-pid", 0, "pid of the broker process, to report its CPU use (0: not reported)")
+	flag.StringVar(&c.label, "label", "", "broker label for the report (default: kafka or kfake)")
+	flag.IntVar(&c.records, "records", 1_000_000, "input records of each drain row")
+	flag.IntVar(&c.keys, "keys", 1000, "distinct keys (state keys) of the input")
+	flag.IntVar(&c.partitions, "partitions", 12, "partitions of the input and output topics")
+	flag.DurationVar(&c.latencyDur, "latency-duration", 15*time.Second, "how long the paced producer runs per latency row (0: no latency rows)")
+	flag.Float64Var(&c.latencyRate, "latency-rate", 0, "offered load of the latency rows in records/s (0: half the drain rate of (c))")
+	flag.BoolVar(&c.latencyAll, "latency-all", true, "also measure the latency of (a) and (b) at the same load")
+	flag.IntVar(&c.restoreRecords, "restore-records", 1_000_000, "records of 100 bytes in the restore benchmark (0: skip)")
+	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the drain of (c) at the default settings to this file")
+	flag.BoolVar(&c.verify, "verify", true, "after each drain, count the committed outputs (2 per input)")
+	flag.BoolVar(&c.reference, "reference", true, "also run the reference rows (runner with MaxPollRecords 20000; with producer linger 0)")
+	flag.DurationVar(&c.drainTimeout, "drain-timeout", 30*time.Minute, "give up on a drain row after this long")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, c); err != nil {
+		fmt.Fprintln(os.Stderr, "eosbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, c config) error {
+	kind := "kafka"
+	var brokers []string
+	if c.brokers == "" {
+		kind = "kfake"
+		fc, err := kfake.NewCluster(kfake.NumBrokers(1))
+		if err != nil {
+			return err
+		}
+		defer fc.Close()
+		brokers = fc.ListenAddrs()
+	} else {
+		brokers = strings.Split(c.brokers, ",")
+	}
+	if c.label == "" {
+		c.label = kind
+	}
+	e, err := newEnv(kind, brokers, c.brokerPID)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	parts := int32(c.partitions)
+	logf("broker %s at %v: %d partitions, 1 instance, %d records over %d keys, 2 outputs per input, %d records per poll",
+		c.label, brokers, parts, c.records, c.keys, maxPoll)
+
+	in := e.name("in")
+	if err := e.createTopic(ctx, in, parts, false); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	ends, err := e.produceInputs(ctx, in, c.records, c.keys, parts)
+	if err != nil {
+		return err
+	}
+	logf("pre-produced %d records to %s in %v", c.records, in, time.Since(t0).Round(time.Millisecond))
+
+	stats := &reqStats{}
+	rows := []*drainResult{}
+	drainRow := func(p processor, profile string, withStats bool) (*drainResult, error) {
+		var st *reqStats
+		if withStats {
+			st = stats
+		}
+		r, err := drain(ctx, e, c, p, in, ends, st, profile)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.label, err)
+		}
+		logf("%-58s %10.0f records/s  (%v)", p.label, r.rate, r.wall.Round(time.Millisecond))
+		rows = append(rows, r)
+		return r, nil
+	}
+
+	a, err := drainRow(plainLoop(), "", false)
+	if err != nil {
+		return err
+	}
+	b, err := drainRow(sessionLoop(), "", false)
+	if err != nil {
+		return err
+	}
+	cDefault, err := drainRow(runnerProc("(c) runner, default settings", stats), c.cpuProfile, true)
+	if err != nil {
+		return err
+	}
+	type variant struct {
+		label string
+		proc  *processor
+		err   error
+	}
+	var intervals []variant
+	for _, d := range []time.Duration{10 * time.Millisecond, time.Second} {
+		label := fmt.Sprintf("(c) runner, CommitInterval %v", d)
+		opt, err := commitInterval(d)
+		if err != nil {
+			intervals = append(intervals, variant{label: label, err: err})
+			continue
+		}
+		p := runnerProc(label, nil, opt)
+		intervals = append(intervals, variant{label: label, proc: &p})
+		if _, err := drainRow(p, "", false); err != nil {
+			return err
+		}
+	}
+	var refs []*drainResult
+	if c.reference {
+		for _, p := range []processor{
+			runnerProc("(ref) runner, MaxPollRecords 20000", stats, runner.MaxPollRecords(20000)),
+			runnerProc("(ref) runner, producer linger 0 (WithKafkaOpts)", stats, runner.WithKafkaOpts(kgo.ProducerLinger(0))),
+		} {
+			r, err := drainRow(p, "", true)
+			if err != nil {
+				return err
+			}
+			refs = append(refs, r)
+		}
+	}
+
+	// Latency at a steady offered load.
+	type latRow struct {
+		label string
+		res   *latResult
+		err   error
+	}
+	var lats []latRow
+	rate := c.latencyRate
+	if rate <= 0 {
+		rate = cDefault.rate / 2
+	}
+	if c.latencyDur > 0 {
+		procs := []processor{runnerProc("(c) runner, default settings", stats)}
+		for _, v := range intervals {
+			if v.proc != nil {
+				procs = append(procs, *v.proc)
+			}
+		}
+		if c.latencyAll {
+			procs = append(procs, plainLoop(), sessionLoop())
+		}
+		for i, p := range procs {
+			res, err := latencyRun(ctx, e, c, p, rate, i == 0, stats)
+			if err != nil {
+				return fmt.Errorf("latency of %s: %w", p.label, err)
+			}
+			logf("latency %-50s p50 %v p99 %v", p.label, round(res.p50), round(res.p99))
+			lats = append(lats, latRow{label: p.label, res: res})
+		}
+		for _, v := range intervals {
+			if v.proc == nil {
+				lats = append(lats, latRow{label: v.label, err: v.err})
+			}
+		}
+	}
+
+	var rst *restoreResult
+	if c.restoreRecords > 0 {
+		if rst, err = restoreBench(ctx, e, c.restoreRecords); err != nil {
+			return err
+		}
+	}
+
+	// The report.
+	w := bufio.NewWriter(os.Stdout)
+	defer w.Flush()
+	fmt.Fprintf(w, "\n==== eosbench on %s: %d partitions, 1 instance, %d records, %d keys, 2 outputs per input ====\n",
+		c.label, parts, c.records, c.keys)
+	fmt.Fprintf(w, "drain (pre-produced input; timed from the first record handled to committed offsets = end offsets)\n")
+	fmt.Fprintf(w, "  %-58s %12s %9s %10s %10s %9s\n", "row", "records/s", "wall", "CPU here", "CPU broker", "outputs")
+	for _, r := range rows {
+		fmt.Fprintf(w, "  %-58s %12.0f %9v %10s %10s %9s\n", r.label, r.rate, r.wall.Round(time.Millisecond),
+			fmt.Sprintf("%.2f", r.self), coresStr(r.broker), r.outputsStr())
+	}
+	for _, v := range intervals {
+		if v.err != nil {
+			fmt.Fprintf(w, "  %-58s %s\n", v.label, v.err)
+		}
+	}
+	fmt.Fprintf(w, "ratios: (c)/(a) = %.3f   (c)/(b) = %.3f   (b)/(a) = %.3f\n", cDefault.rate/a.rate, cDefault.rate/b.rate, b.rate/a.rate)
+	for _, r := range refs {
+		fmt.Fprintf(w, "        %s: /(a) = %.3f, /(c) = %.2f\n", r.label, r.rate/a.rate, r.rate/cDefault.rate)
+	}
+	if c.latencyDur > 0 {
+		fmt.Fprintf(w, "latency, input produce time -> output seen by a read_committed consumer, paced producer at %.0f records/s for %v\n", rate, c.latencyDur)
+		if c.latencyRate <= 0 {
+			fmt.Fprintf(w, "  (half the drain rate of (c) at the default settings; the first second is not counted)\n")
+		}
+		fmt.Fprintf(w, "  %-58s %9s %9s %9s %9s %9s\n", "row", "offered/s", "p50", "p99", "max", "samples")
+		for _, l := range lats {
+			if l.err != nil {
+				fmt.Fprintf(w, "  %-58s %s\n", l.label, l.err)
+				continue
+			}
+			fmt.Fprintf(w, "  %-58s %9.0f %9v %9v %9v %9d\n", l.label, l.res.offered, round(l.res.p50), round(l.res.p99), round(l.res.max), l.res.samples)
+		}
+	}
+	fmt.Fprintf(w, "where (c) spends its drain, from kgo hooks on every runner client (%d records, %.1f records per EndTxn)\n",
+		c.records, float64(c.records)/float64(max(1, countKey(cDefault.reqs, 26))))
+	printRequests(w, cDefault.reqs, cDefault.from, cDefault.to, c.records)
+	for _, r := range refs {
+		fmt.Fprintf(w, "%s: %.1f records per EndTxn\n", r.label, float64(c.records)/float64(max(1, countKey(r.reqs, 26))))
+		printRequests(w, r.reqs, r.from, r.to, c.records)
+	}
+	if len(lats) > 0 && lats[0].res != nil && len(lats[0].res.reqs) > 0 {
+		l := lats[0].res
+		fmt.Fprintf(w, "(c) during its latency row (%.0f records/s offered)\n", l.offered)
+		printRequests(w, l.reqs, l.from, l.to, l.sent)
+	}
+	if rst != nil {
+		fmt.Fprintf(w, "cold restore of one changelog partition, %d records of 100-byte values\n", rst.records)
+		fmt.Fprintf(w, "  plain read_committed read  %10.0f records/s (%v)\n", rst.plainRate, rst.plain.Round(time.Millisecond))
+		fmt.Fprintf(w, "  changelog.Restore to store %10.0f records/s (%v)\n", rst.restoreRate, rst.restore.Round(time.Millisecond))
+		fmt.Fprintf(w, "  ratio Restore/plain = %.3f\n", rst.restoreRate/rst.plainRate)
+	}
+	if c.cpuProfile != "" {
+		fmt.Fprintf(w, "CPU profile of this process during the drain of (c): %s (%.2f cores used)\n", c.cpuProfile, cDefault.self)
+		fmt.Fprint(w, pprofTop(c.cpuProfile))
+	}
+	return nil
+}
+
+func countKey(reqs []req, key int16) int {
+	n := 0
+	for _, r := range reqs {
+		if r.key == key {
+			n++
+		}
+	}
+	return n
+}
+
+func coresStr(f float64) string {
+	if f < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", f)
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "# %s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+type drainResult struct {
+	label    string
+	rate     float64
+	wall     time.Duration
+	self     float64
+	broker   float64
+	outputs  int
+	verified bool
+	want     int
+	reqs     []req
+	from, to time.Time
+}
+
+func (r *drainResult) outputsStr() string {
+	if !r.verified {
+		return "-"
+	}
+	return fmt.Sprintf("%d", r.outputs)
+}
+
+// drain runs p over the pre-produced input in and times it from the first
+// record it handles until its committed offsets reach ends.
+func drain(ctx context.Context, e *env, c config, p processor, in string, ends map[int32]int64, stats *reqStats, profile string) (*drainResult, error) {
+	out, group := e.name("out"), e.name("group")
+	if err := e.createTopic(ctx, out, int32(c.partitions), false); err != nil {
+		return nil, err
+	}
+	res := &drainResult{label: p.label}
+	var (
+		once    sync.Once
+		c0      cpu
+		profErr error
+		profF   *os.File
+	)
+	started := func() {
+		once.Do(func() {
+			if profile != "" {
+				if profF, profErr = os.Create(profile); profErr == nil {
+					profErr = pprof.StartCPUProfile(profF)
+				}
+			}
+			if stats != nil {
+				stats.record(true)
+			}
+			c0 = e.cpuNow()
+		})
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- p.run(pctx, job{env: e, in: in, out: out, group: group, started: started}) }()
+	if err := e.waitCommitted(ctx, group, in, ends, errc, c.drainTimeout); err != nil {
+		return nil, err
+	}
+	c1 := e.cpuNow()
+	if profile != "" && profErr == nil {
+		pprof.StopCPUProfile()
+		profErr = profF.Close()
+	}
+	if profErr != nil {
+		return nil, fmt.Errorf("cpu profile %s: %w", profile, profErr)
+	}
+	if stats != nil {
+		res.reqs = stats.record(false)
+	}
+	res.from, res.to = c0.at, c1.at
+	res.wall = c1.at.Sub(c0.at)
+	res.rate = float64(c.records) / res.wall.Seconds()
+	res.self, res.broker = cores(c0, c1)
+	cancel()
+	select {
+	case err := <-errc:
+		if err != nil {
+			return nil, fmt.Errorf("processor ended with: %w", err)
+		}
+	case <-time.After(2 * time.Minute):
+		return nil, errors.New("processor did not stop within 2m")
+	}
+	if c.verify {
+		vctx, vcancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer vcancel()
+		n, err := e.countCommitted(vctx, out)
+		if err != nil {
+			return nil, fmt.Errorf("counting outputs: %w", err)
+		}
+		res.outputs, res.verified, res.want = n, true, 2*c.records
+		if n != 2*c.records {
+			return nil, fmt.Errorf("output topic %s holds %d committed records, want %d (2 per input)", out, n, 2*c.records)
+		}
+	}
+	return res, nil
+}
+
+// pprofTop returns the flat top 15 of the profile and the cumulative top of
+// the project's own functions.
+func pprofTop(profile string) string {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Sprintf("  (no executable for pprof: %v)\n", err)
+	}
+	var b strings.Builder
+	for _, args := range [][]string{
+		{"tool", "pprof", "-top", "-nodecount=15", exe, profile},
+		{"tool", "pprof", "-top", "-cum", "-nodecount=400", exe, profile},
+	} {
+		cmd := exec.Command("go", args...)
+		var out, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(&b, "  (go %s: %v: %s)\n", strings.Join(args, " "), err, stderr.String())
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+		if args[3] == "-cum" {
+			b.WriteString("  cumulative, the project's functions and the kgo calls they wait in (top 25):\n")
+			n := 0
+			for _, l := range lines {
+				if n < 25 && (strings.Contains(l, "flechtwerk/") || strings.Contains(l, "kgo.(*Client).") || strings.Contains(l, "pebble.(*DB)")) {
+					b.WriteString("  " + l + "\n")
+					n++
+				}
+			}
+			continue
+		}
+		for _, l := range lines {
+			b.WriteString("  " + l + "\n")
+		}
+	}
+	return b.String()
+}

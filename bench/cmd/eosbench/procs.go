@@ -1,0 +1,283 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/flechtwerk/flechtwerk/runner"
+	"github.com/flechtwerk/flechtwerk/transformer"
+)
+
+// maxPoll is the records per poll of every loop: the runner's default
+// MaxPollRecords.
+const maxPoll = 500
+
+// job is what a processor is given: its input and output topic, its group
+// (the runner's application id) and started, to call when it handles its
+// first record (the drain timer starts there).
+type job struct {
+	env     *env
+	in, out string
+	group   string
+	started func()
+}
+
+// processor runs until ctx is canceled (returns nil) or fails.
+type processor struct {
+	label string
+	run   func(ctx context.Context, j job) error
+}
+
+// outputs returns the two output values of the count n of a key.
+func outputs(n int) (v1, v2 []byte) {
+	return strconv.AppendInt([]byte("count="), int64(n), 10), strconv.AppendInt([]byte("double="), 2*int64(n), 10)
+}
+
+func pollErr(fs kgo.Fetches) error {
+	var ferr error
+	fs.EachError(func(t string, p int32, err error) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return
+		}
+		if ferr == nil {
+			ferr = fmt.Errorf("fetching %s/%d: %w", t, p, err)
+		}
+	})
+	return ferr
+}
+
+// plainLoop is row (a): a group consumer reading uncommitted, counting per
+// key in memory, producing two outputs per input (ProduceSync) and
+// committing the poll's offsets (CommitOffsetsSync) after every poll. At
+// least once, no transactions, no changelog: the limit.
+func plainLoop() processor {
+	return processor{label: "(a) plain consume→produce loop, no transactions", run: func(ctx context.Context, j job) error {
+		cl, err := kgo.NewClient(
+			kgo.SeedBrokers(j.env.brokers...),
+			kgo.ConsumerGroup(j.group),
+			kgo.ConsumeTopics(j.in),
+			kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.DisableAutoCommit(),
+			kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+		)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		counts := map[string]int{}
+		for {
+			fs := cl.PollRecords(ctx, maxPoll)
+			if ctx.Err() != nil || fs.IsClientClosed() {
+				return nil
+			}
+			if err := pollErr(fs); err != nil {
+				return err
+			}
+			recs := fs.Records()
+			if len(recs) == 0 {
+				continue
+			}
+			j.started()
+			outs := make([]*kgo.Record, 0, 2*len(recs))
+			for _, r := range recs {
+				n := counts[string(r.Key)] + 1
+				counts[string(r.Key)] = n
+				v1, v2 := outputs(n)
+				outs = append(outs,
+					&kgo.Record{Topic: j.out, Key: r.Key, Value: v1, Headers: r.Headers},
+					&kgo.Record{Topic: j.out, Key: r.Key, Value: v2, Headers: r.Headers})
+			}
+			if err := cl.ProduceSync(ctx, outs...).FirstErr(); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("plain loop: produce: %w", err)
+			}
+			if err := commitSync(ctx, cl); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("plain loop: commit: %w", err)
+			}
+		}
+	}}
+}
+
+func commitSync(ctx context.Context, cl *kgo.Client) error {
+	var cerr error
+	cl.CommitOffsetsSync(ctx, cl.UncommittedOffsets(), func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			cerr = err
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				cerr = errors.Join(cerr, kerr.ErrorForCode(p.ErrorCode))
+			}
+		}
+	})
+	return cerr
+}
+
+// changelogPartitioner sends changelog records to their explicit partition
+// and hashes every other record's key (murmur2), like the runner.
+type changelogPartitioner struct{ changelog string }
+
+func (p changelogPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	if topic == p.changelog {
+		return kgo.ManualPartitioner().ForTopic(topic)
+	}
+	return kgo.StickyKeyPartitioner(nil).ForTopic(topic)
+}
+
+// sessionLoop is row (b): what a Go user writes instead of using the
+// runner. One kgo.GroupTransactSession (one transactional id) polls 500
+// records, keeps the per-key counts in memory, and in one transaction per
+// poll produces two outputs per input, one changelog record per key the
+// poll touched (last write wins) to the compacted changelog partition of
+// the input partition, and the poll's offsets. Produce is asynchronous; End
+// flushes and commits.
+func sessionLoop() processor {
+	return processor{label: "(b) GroupTransactSession loop, changelog in the txn", run: func(ctx context.Context, j job) error {
+		changelog := j.group + "-changelog"
+		ends, err := j.env.endOffsets(ctx, j.in)
+		if err != nil {
+			return err
+		}
+		if err := j.env.createTopic(ctx, changelog, int32(len(ends)), true); err != nil {
+			return err
+		}
+		sess, err := kgo.NewGroupTransactSession(
+			kgo.SeedBrokers(j.env.brokers...),
+			kgo.TransactionalID(j.group+"-txn"),
+			kgo.TransactionTimeout(60*time.Second),
+			kgo.ConsumerGroup(j.group),
+			kgo.ConsumeTopics(j.in),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.RequireStableFetchOffsets(),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.RecordPartitioner(changelogPartitioner{changelog}),
+		)
+		if err != nil {
+			return err
+		}
+		defer sess.Close()
+		type touched struct {
+			partition int32
+			n         int
+		}
+		counts := map[string]int{}
+		for {
+			fs := sess.PollRecords(ctx, maxPoll)
+			if ctx.Err() != nil || fs.IsClientClosed() {
+				return nil
+			}
+			if err := pollErr(fs); err != nil {
+				return err
+			}
+			recs := fs.Records()
+			if len(recs) == 0 {
+				continue
+			}
+			j.started()
+			if err := sess.Begin(); err != nil {
+				return fmt.Errorf("session loop: begin: %w", err)
+			}
+			var (
+				mu   sync.Mutex
+				perr error
+			)
+			promise := func(_ *kgo.Record, err error) {
+				if err != nil {
+					mu.Lock()
+					perr = errors.Join(perr, err)
+					mu.Unlock()
+				}
+			}
+			dirty := map[string]touched{}
+			for _, r := range recs {
+				n := counts[string(r.Key)] + 1
+				counts[string(r.Key)] = n
+				dirty[string(r.Key)] = touched{r.Partition, n}
+				v1, v2 := outputs(n)
+				sess.Produce(ctx, &kgo.Record{Topic: j.out, Key: r.Key, Value: v1, Headers: r.Headers}, promise)
+				sess.Produce(ctx, &kgo.Record{Topic: j.out, Key: r.Key, Value: v2, Headers: r.Headers}, promise)
+			}
+			for k, t := range dirty {
+				sess.Produce(ctx, &kgo.Record{Topic: changelog, Partition: t.partition, Key: []byte(k), Value: strconv.AppendInt(nil, int64(t.n), 10)}, promise)
+			}
+			action := kgo.TryCommit
+			committed, err := sess.End(context.WithoutCancel(ctx), action)
+			mu.Lock()
+			err = errors.Join(err, perr)
+			mu.Unlock()
+			if err != nil {
+				return fmt.Errorf("session loop: end transaction: %w", err)
+			}
+			if !committed {
+				// The in-memory counts now hold an aborted poll; a real
+				// application rolls them back. The benchmark expects none.
+				return errors.New("session loop: transaction aborted (rebalance?); counts are no longer exact")
+			}
+		}
+	}}
+}
+
+// errNoCommitInterval: the runner has no CommitInterval option yet.
+var errNoCommitInterval = errors.New("n/a (no CommitInterval option yet)")
+
+// commitInterval returns the runner option that sets the commit interval.
+// When runner.CommitInterval exists, this becomes:
+//
+//	return runner.CommitInterval(d), nil
+func commitInterval(d time.Duration) (runner.Opt, error) {
+	_ = d
+	return nil, errNoCommitInterval
+}
+
+// runnerProc is row (c): runner.Run over a stateful per-key counter
+// (transformer.New, state int, JSON codec) that sends two outputs per
+// input, with the given options on top of the defaults. hooks observe every
+// client the runner creates (see reqStats).
+func runnerProc(label string, stats *reqStats, opts ...runner.Opt) processor {
+	return processor{label: label, run: func(ctx context.Context, j job) error {
+		dir, err := os.MkdirTemp("", "eosbench-state-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		counter := transformer.New(func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
+			j.started()
+			n++
+			e.SetState(n)
+			v1, v2 := outputs(n)
+			e.SendRecord(transformer.Output{Topic: j.out, Key: rec.Key, Value: v1, Headers: rec.Headers})
+			e.SendRecord(transformer.Output{Topic: j.out, Key: rec.Key, Value: v2, Headers: rec.Headers})
+			return nil
+		})
+		all := append([]runner.Opt{
+			runner.SeedBrokers(j.env.brokers...),
+			runner.ApplicationID(j.group),
+			runner.InputTopics(j.in),
+			runner.StateDir(dir),
+		}, opts...)
+		if stats != nil {
+			all = append(all, runner.WithKafkaOpts(kgo.WithHooks(stats)))
+		}
+		r, err := runner.New(counter, all...)
+		if err != nil {
+			return err
+		}
+		return r.Run(ctx)
+	}}
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Runs the eosbench command (see bench/doc.go) twice: against a single-node
+# Apache Kafka 4.x broker that this script starts (and stops on exit, also
+# after a failure), then against the embedded broker (kfake) in-process.
+#
+# Environment:
+#   GO                        go binary (default: go)
+#   BENCH_RECORDS             input records per drain row on Kafka (default 1000000)
+#   BENCH_KFAKE_RECORDS       the same on kfake (default 100000; 0 skips kfake)
+#   BENCH_LATENCY             paced-producer duration per latency row (default 15s; 0s skips)
+#   BENCH_RESTORE_RECORDS     records of the restore benchmark on Kafka (default 1000000)
+#   BENCH_KFAKE_RESTORE_RECORDS  the same on kfake (default 100000)
+#   BENCH_OUT                 directory for the binary, the CPU profile and the
+#                             reports (default: a new temporary directory, kept)
+#   BENCH_FLAGS               extra eosbench flags for both runs
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
+GO="${GO:-go}"
+KAFKA="$ROOT/integration/kafka/kafka.sh"
+RECORDS="${BENCH_RECORDS:-1000000}"
+KFAKE_RECORDS="${BENCH_KFAKE_RECORDS:-100000}"
+LATENCY="${BENCH_LATENCY:-15s}"
+RESTORE="${BENCH_RESTORE_RECORDS:-1000000}"
+KFAKE_RESTORE="${BENCH_KFAKE_RESTORE_RECORDS:-100000}"
+OUT="${BENCH_OUT:-$(mktemp -d -t flechtwerk-bench-XXXXXX)}"
+mkdir -p "$OUT"
+# shellcheck disable=SC2206
+EXTRA=(${BENCH_FLAGS:-})
+
+cd "$ROOT"
+"$GO" build -o "$OUT/eosbench" ./bench/cmd/eosbench
+
+dir=""
+cleanup() {
+  if [[ -n "$dir" ]]; then
+    bash "$KAFKA" stop "$dir" || true
+    rm -rf "$dir"
+  fi
+}
+trap cleanup EXIT INT TERM
+
+bash "$KAFKA" fetch
+version="$(bash "$KAFKA" version)"
+dir="$(mktemp -d -t flechtwerk-bench-kafka-XXXXXX)"
+brokers="$(bash "$KAFKA" start "$dir" --owner-pid $$ | tail -1)"
+pid="$(cat "$dir/kafka.pid")"
+echo "==> Apache Kafka $version at $brokers (pid $pid); output in $OUT"
+"$OUT/eosbench" -brokers "$brokers" -broker-pid "$pid" -label "Apache Kafka $version" \
+  -records "$RECORDS" -latency-duration "$LATENCY" -restore-records "$RESTORE" \
+  -cpuprofile "$OUT/runner-cpu.pprof" "${EXTRA[@]}" | tee "$OUT/kafka.txt"
+bash "$KAFKA" stop "$dir"
+rm -rf "$dir"
+dir=""
+
+if [[ "$KFAKE_RECORDS" != 0 ]]; then
+  echo "==> embedded broker (kfake, in this process: CPU here includes the broker)"
+  "$OUT/eosbench" -label "kfake (embedded, in-process)" \
+    -records "$KFAKE_RECORDS" -latency-duration "$LATENCY" -restore-records "$KFAKE_RESTORE" \
+    "${EXTRA[@]}" | tee "$OUT/kfake.txt"
+fi
+echo "==> reports and CPU profile in $OUT"
