@@ -125,7 +125,7 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	b, err := drainRow(sessionLoop(), "", false)
+	b, err := drainRow(sessionLoop(stats), "", true)
 	if err != nil {
 		return err
 	}
@@ -185,7 +185,7 @@ func run(ctx context.Context, c config) error {
 			}
 		}
 		if c.latencyAll {
-			procs = append(procs, plainLoop(), sessionLoop())
+			procs = append(procs, plainLoop(), sessionLoop(nil))
 		}
 		for i, p := range procs {
 			res, err := latencyRun(ctx, e, c, p, rate, i == 0, stats)
@@ -246,6 +246,8 @@ func run(ctx context.Context, c config) error {
 	fmt.Fprintf(w, "where (c) spends its drain, from kgo hooks on every runner client (%d records, %.1f records per EndTxn)\n",
 		c.records, float64(c.records)/float64(max(1, countKey(cDefault.reqs, 26))))
 	printRequests(w, cDefault.reqs, cDefault.from, cDefault.to, c.records)
+	fmt.Fprintf(w, "%s, from kgo hooks on its client: %.1f records per EndTxn\n", b.label, float64(c.records)/float64(max(1, countKey(b.reqs, 26))))
+	printRequests(w, b.reqs, b.from, b.to, c.records)
 	for _, r := range refs {
 		fmt.Fprintf(w, "%s: %.1f records per EndTxn\n", r.label, float64(c.records)/float64(max(1, countKey(r.reqs, 26))))
 		printRequests(w, r.reqs, r.from, r.to, c.records)

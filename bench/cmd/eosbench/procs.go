@@ -147,7 +147,7 @@ func (p changelogPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
 // poll touched (last write wins) to the compacted changelog partition of
 // the input partition, and the poll's offsets. Produce is asynchronous; End
 // flushes and commits.
-func sessionLoop() processor {
+func sessionLoop(stats *reqStats) processor {
 	return processor{label: "(b) GroupTransactSession loop, changelog in the txn", run: func(ctx context.Context, j job) error {
 		changelog := j.group + "-changelog"
 		ends, err := j.env.endOffsets(ctx, j.in)
@@ -157,17 +157,21 @@ func sessionLoop() processor {
 		if err := j.env.createTopic(ctx, changelog, int32(len(ends)), true); err != nil {
 			return err
 		}
-		sess, err := kgo.NewGroupTransactSession(
+		opts := []kgo.Opt{
 			kgo.SeedBrokers(j.env.brokers...),
-			kgo.TransactionalID(j.group+"-txn"),
-			kgo.TransactionTimeout(60*time.Second),
+			kgo.TransactionalID(j.group + "-txn"),
+			kgo.TransactionTimeout(60 * time.Second),
 			kgo.ConsumerGroup(j.group),
 			kgo.ConsumeTopics(j.in),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			kgo.RequireStableFetchOffsets(),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 			kgo.RecordPartitioner(changelogPartitioner{changelog}),
-		)
+		}
+		if stats != nil {
+			opts = append(opts, kgo.WithHooks(stats))
+		}
+		sess, err := kgo.NewGroupTransactSession(opts...)
 		if err != nil {
 			return err
 		}
