@@ -245,3 +245,26 @@ func readUncommitted(t *testing.T, ctx context.Context, brokers []string, topic 
 		}
 	}
 }
+
+// TestTableAddedPartition: a partition added to a config topic while the
+// Table runs is read from its start.
+func TestTableAddedPartition(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := kafkatest.Name("cfg")
+	c.CreateTopic(t, topic, 1)
+	c.Produce(t, rec(topic, 0, "a", `{"Limit":1}`))
+	tbl, err := configtopic.New[tenant](configtopic.SeedBrokers(c.Brokers...), configtopic.Topics(topic))
+	require.NoError(t, err)
+	tbl.SetPartitionCheck(100 * time.Millisecond)
+	runTable(t, tbl)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, tbl.WaitReady(ctx))
+	_, err = c.Adm.CreatePartitions(ctx, 1, topic)
+	require.NoError(t, err)
+	c.Produce(t, rec(topic, 1, "b", `{"Limit":2}`))
+	kafkatest.WaitFor(t, 30*time.Second, "b from the added partition", func() bool {
+		_, ok := tbl.Get([]byte("b"))
+		return ok
+	})
+}

@@ -60,14 +60,17 @@ func (bytesDecoder) Decode(b []byte) ([]byte, error) { return bytes.Clone(b), ni
 // Bytes returns a decoder that keeps the raw value.
 func Bytes() Decoder[[]byte] { return bytesDecoder{} }
 
-// EnrichFunc is applied once to every decoded config record, before the
-// record enters the Table. It returns the config to keep, or an error that
-// ends Run.
+// EnrichFunc is applied once to every decoded config value that enters the
+// Table: during the bootstrap once per surviving key, after the read
+// reached the end; while running once per new record. It returns the
+// config to keep, or an error that ends Run.
 type EnrichFunc[C any] func(ctx context.Context, rec *Record, cfg C) (C, error)
 
-// RecordError is a config record that could not be decoded or enriched.
-// Run ended with it; the Table keeps what it had before the record. Fix or
-// replace the record (a new value for the key) and restart.
+// RecordError is a config record that could not be decoded or enriched:
+// during the bootstrap the surviving value of its key, later a new record.
+// Run ended with it; the Table keeps what it had before the record. Replace
+// the record (write a new value or a tombstone for the key) and restart: a
+// replaced value is not decoded again.
 type RecordError struct {
 	Topic     string
 	Partition int32
@@ -117,7 +120,8 @@ func Topics(topics ...string) Opt { return opt(func(c *cfg) { c.topics = topics 
 // with CodeInvalidOption.
 func Codec[C any](d Decoder[C]) Opt { return opt(func(c *cfg) { c.decoder = d }) }
 
-// Enrich sets a hook applied once to every decoded record. Default: none.
+// Enrich sets a hook applied once to every decoded value that enters the
+// Table (see EnrichFunc). Default: none.
 // Its type must match the Table's config type.
 func Enrich[C any](fn EnrichFunc[C]) Opt { return opt(func(c *cfg) { c.enrich = fn }) }
 
@@ -295,7 +299,9 @@ func (t *Table[C]) Stats() Stats {
 }
 
 // Ready returns a channel that is closed once the Table has read every
-// config partition up to the last stable offset listed when Run started. A
+// config partition up to the last stable offset listed when Run started
+// (judged by fetch position, so records removed by the log cleaner do not
+// hold it back) and installed the surviving configs. A
 // transaction of a config writer that is open at that moment can delay
 // readiness until it ends (at the latest, its transaction timeout).
 func (t *Table[C]) Ready() <-chan struct{} { return t.ready }
