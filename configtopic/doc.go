@@ -21,12 +21,24 @@
 //
 // # Decoding and enrichment
 //
-// Each record's value is decoded once when it is read (JSON into C by
-// default; see Codec) and then passed through the optional Enrich hook,
-// which may add data the config does not carry (a secret, a resolved
-// address). Both run once per record, not per lookup. A record that fails
-// either ends Run with a *RecordError naming topic, partition and offset:
-// a config is never skipped silently.
+// A Table is the latest value per key, and it decodes (JSON into C by
+// default; see Codec) and enriches (the optional Enrich hook, which may add
+// data the config does not carry: a secret, a resolved address) only
+// values that enter it:
+//
+//   - During the bootstrap (see Startup) the Table first reads up to the
+//     end, keeping the last record of every key, and then decodes and
+//     enriches each surviving value once. A value that a later record of
+//     its key replaced is skipped without being decoded, so a bad record
+//     that was fixed by a new value no longer stops the Table; Stats counts
+//     the skipped values, and each is logged at debug level with topic,
+//     partition and offset. A surviving value that fails ends Run with a
+//     *RecordError naming its topic, partition and offset.
+//   - Once ready, every new record is decoded and enriched once, when it is
+//     read. A record that fails ends Run with a *RecordError; the Table
+//     keeps what it had before that record.
+//
+// Neither runs per lookup, and a config is never skipped silently.
 //
 // # Keys across topics
 //
@@ -37,13 +49,20 @@
 // # Startup
 //
 // Run reports a missing config topic as a *flechtwerk.ConfigError with
-// CodeMissingTopic before it reads anything. Ready is closed once the
-// Table has read every partition up to the last stable offset listed when
-// Run started; WaitReady blocks until then.
+// CodeMissingTopic before it reads anything. It then lists, per partition,
+// the log start and the last stable offset, reads every partition from its
+// start until its fetch position reaches that last stable offset, installs
+// the surviving configs and closes Ready; WaitReady blocks until then. The
+// bootstrap ends by fetch position, not by the records it sees: the offsets
+// just below the end may hold nothing a read_committed reader is given (an
+// aborted batch, a transaction marker, records or batches the log cleaner
+// removed), and the Table is ready all the same. Afterwards a consumer reads
+// on from those offsets; partitions added to a config topic while Run runs
+// are read from their start within about 30 seconds.
 //
 // # Concurrency
 //
-// Get, Keys, Range, Len, Ready, WaitReady and Changed are safe for
+// Get, Keys, Range, Len, Stats, Ready, WaitReady and Changed are safe for
 // concurrent use, also while Run is reading. Run must be called once. The
 // entries returned share their decoded config with the Table: treat them as
 // read-only.

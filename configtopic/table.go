@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -58,14 +60,17 @@ func (bytesDecoder) Decode(b []byte) ([]byte, error) { return bytes.Clone(b), ni
 // Bytes returns a decoder that keeps the raw value.
 func Bytes() Decoder[[]byte] { return bytesDecoder{} }
 
-// EnrichFunc is applied once to every decoded config record, before the
-// record enters the Table. It returns the config to keep, or an error that
-// ends Run.
+// EnrichFunc is applied once to every decoded config value that enters the
+// Table: during the bootstrap once per surviving key, after the read
+// reached the end; while running once per new record. It returns the
+// config to keep, or an error that ends Run.
 type EnrichFunc[C any] func(ctx context.Context, rec *Record, cfg C) (C, error)
 
-// RecordError is a config record that could not be decoded or enriched.
-// Run ended with it; the Table keeps what it had before the record. Fix or
-// replace the record (a new value for the key) and restart.
+// RecordError is a config record that could not be decoded or enriched:
+// during the bootstrap the surviving value of its key, later a new record.
+// Run ended with it; the Table keeps what it had before the record. Replace
+// the record (write a new value or a tombstone for the key) and restart: a
+// replaced value is not decoded again.
 type RecordError struct {
 	Topic     string
 	Partition int32
@@ -95,6 +100,10 @@ type cfg struct {
 	enrich    any
 	kafkaOpts []kgo.Opt
 	logger    *slog.Logger
+
+	// partitionCheck is how often Run looks for partitions added to the
+	// config topics.
+	partitionCheck time.Duration
 }
 
 // SeedBrokers sets the brokers to bootstrap from (Kafka's
@@ -111,7 +120,8 @@ func Topics(topics ...string) Opt { return opt(func(c *cfg) { c.topics = topics 
 // with CodeInvalidOption.
 func Codec[C any](d Decoder[C]) Opt { return opt(func(c *cfg) { c.decoder = d }) }
 
-// Enrich sets a hook applied once to every decoded record. Default: none.
+// Enrich sets a hook applied once to every decoded value that enters the
+// Table (see EnrichFunc). Default: none.
 // Its type must match the Table's config type.
 func Enrich[C any](fn EnrichFunc[C]) Opt { return opt(func(c *cfg) { c.enrich = fn }) }
 
@@ -134,6 +144,10 @@ type Table[C any] struct {
 	mu      sync.RWMutex
 	entries map[string]Entry[C]
 	changed chan struct{}
+
+	stats struct {
+		bootstrapRecords, superseded atomic.Int64
+	}
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -200,6 +214,7 @@ func New[C any](opts ...Opt) (*Table[C], error) {
 	if t.cfg.logger == nil {
 		t.cfg.logger = slog.New(slog.DiscardHandler)
 	}
+	t.cfg.partitionCheck = 30 * time.Second
 	return t, nil
 }
 
@@ -262,8 +277,31 @@ func (t *Table[C]) Changed() <-chan struct{} {
 	return t.changed
 }
 
+// Stats are counters of a Table's bootstrap.
+type Stats struct {
+	// BootstrapRecords is the number of data records the bootstrap read
+	// (values and tombstones, below the last stable offsets listed when
+	// Run started).
+	BootstrapRecords int64
+	// Superseded is the number of values the bootstrap skipped because a
+	// later record of their key replaced them: they were never decoded or
+	// enriched, so a bad value that was replaced does not stop the Table.
+	// Each is logged once at debug level with topic, partition and offset.
+	Superseded int64
+}
+
+// Stats returns the Table's counters so far.
+func (t *Table[C]) Stats() Stats {
+	return Stats{
+		BootstrapRecords: t.stats.bootstrapRecords.Load(),
+		Superseded:       t.stats.superseded.Load(),
+	}
+}
+
 // Ready returns a channel that is closed once the Table has read every
-// config partition up to the last stable offset listed when Run started. A
+// config partition up to the last stable offset listed when Run started
+// (judged by fetch position, so records removed by the log cleaner do not
+// hold it back) and installed the surviving configs. A
 // transaction of a config writer that is open at that moment can delay
 // readiness until it ends (at the latest, its transaction timeout).
 func (t *Table[C]) Ready() <-chan struct{} { return t.ready }
@@ -336,27 +374,43 @@ func (t *Table[C]) run(ctx context.Context) error {
 		return err
 	}
 
-	pending, err := t.targets(ctx, adm)
+	parts, err := t.targets(ctx, adm)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return err
 	}
-	if len(pending) == 0 {
-		t.markReady()
+	if err := t.bootstrap(ctx, admCl, parts); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
 	}
+	t.markReady()
 
+	// The live consumer starts where the bootstrap stopped: at the last
+	// stable offsets listed before it. Partitions added later are read
+	// from their start.
+	start := map[string]map[int32]kgo.Offset{}
+	for _, p := range parts {
+		if start[p.topic] == nil {
+			start[p.topic] = map[int32]kgo.Offset{}
+		}
+		start[p.topic][p.partition] = kgo.NewOffset().At(p.end)
+	}
 	cl, err := kgo.NewClient(append(slices.Clone(base),
-		kgo.ConsumeTopics(c.topics...),
+		kgo.ConsumePartitions(start),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
 	)...)
 	if err != nil {
 		return fmt.Errorf("configtopic: consumer: %w", err)
 	}
 	defer cl.Close()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go t.watchPartitions(watchCtx, adm, cl, parts)
 
 	for {
 		fs := cl.PollFetches(ctx)
@@ -372,35 +426,18 @@ func (t *Table[C]) run(ctx context.Context) error {
 		if ferr != nil {
 			return ferr
 		}
-		type change struct {
-			key   string
-			entry Entry[C]
-			del   bool
-		}
-		var changes []change
+		var changes []change[C]
 		var rerr error
 		fs.EachRecord(func(r *kgo.Record) {
-			if rerr != nil {
-				return
-			}
-			if ends := pending[r.Topic]; ends != nil {
-				if end, ok := ends[r.Partition]; ok && r.Offset >= end-1 {
-					delete(ends, r.Partition)
-					if len(ends) == 0 {
-						delete(pending, r.Topic)
-					}
-				}
-			}
-			if r.Attrs.IsControl() {
+			if rerr != nil || r.Attrs.IsControl() {
 				return
 			}
 			if r.Key == nil {
-				rerr = &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
-					Err: errors.New("config record has no key")}
+				rerr = errNoKey(r)
 				return
 			}
 			if r.Value == nil {
-				changes = append(changes, change{key: string(r.Key), del: true})
+				changes = append(changes, change[C]{key: string(r.Key), del: true})
 				return
 			}
 			rec := toRecord(r)
@@ -409,36 +446,203 @@ func (t *Table[C]) run(ctx context.Context) error {
 				rerr = &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Err: err}
 				return
 			}
-			changes = append(changes, change{key: string(r.Key), entry: Entry[C]{Record: *rec, Config: v}})
+			changes = append(changes, change[C]{key: string(r.Key), entry: Entry[C]{Record: *rec, Config: v}})
 		})
+		// The records before a bad one are applied: the Table keeps
+		// what it had before the bad record.
+		t.apply(changes)
 		if rerr != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return rerr
 		}
-		if len(changes) > 0 {
-			t.mu.Lock()
-			for _, ch := range changes {
-				if ch.del {
-					delete(t.entries, ch.key)
-				} else {
-					t.entries[ch.key] = ch.entry
+	}
+}
+
+type change[C any] struct {
+	key   string
+	entry Entry[C]
+	del   bool
+}
+
+// apply installs changes in order and signals Changed.
+func (t *Table[C]) apply(changes []change[C]) {
+	if len(changes) == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, ch := range changes {
+		if ch.del {
+			delete(t.entries, ch.key)
+		} else {
+			t.entries[ch.key] = ch.entry
+		}
+	}
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+func errNoKey(r *kgo.Record) error {
+	return &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+		Err: errors.New("config record has no key")}
+}
+
+// bootstrap reads every partition from its start up to the end listed in
+// parts, keeps the last record of every key, and only then decodes and
+// enriches the values that survive: a value replaced later in the log is
+// never decoded (so a bad value that was replaced cannot stop the Table)
+// and Enrich runs once per live key.
+func (t *Table[C]) bootstrap(ctx context.Context, cl *kgo.Client, parts []partRange) error {
+	type latest struct {
+		order int // of the partition in parts, for a deterministic merge
+		rec   *kgo.Record
+	}
+	var (
+		mu   sync.Mutex
+		last = map[string]latest{}
+	)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		if p.end <= p.start {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			// The last record per key of this partition, in offset order.
+			mine := map[string]*kgo.Record{}
+			var superseded []*kgo.Record
+			err := readRange(ctx, cl, p.topic, p.partition, p.start, p.end, func(r *kgo.Record) error {
+				t.stats.bootstrapRecords.Add(1)
+				if r.Key == nil {
+					return errNoKey(r)
+				}
+				if prev := mine[string(r.Key)]; prev != nil {
+					superseded = append(superseded, prev)
+				}
+				mine[string(r.Key)] = r
+				return nil
+			})
+			if err != nil {
+				cancel(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for k, r := range mine {
+				// Across topics the later partition in parts wins;
+				// the order between topics is not defined.
+				if prev, ok := last[k]; ok {
+					if prev.order > i {
+						superseded = append(superseded, r)
+						continue
+					}
+					superseded = append(superseded, prev.rec)
+				}
+				last[k] = latest{order: i, rec: r}
+			}
+			for _, r := range superseded {
+				if r.Value == nil {
+					continue
+				}
+				t.stats.superseded.Add(1)
+				t.cfg.logger.Debug("config record superseded during bootstrap, not decoded",
+					"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "key", string(r.Key))
+			}
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+
+	// Decode and enrich the survivors in a stable order (topic order of
+	// Topics, then partition, then offset), so the first bad one is the
+	// one reported.
+	recs := make([]latest, 0, len(last))
+	for _, l := range last {
+		if l.rec.Value != nil {
+			recs = append(recs, l)
+		}
+	}
+	slices.SortFunc(recs, func(a, b latest) int {
+		if a.order != b.order {
+			return a.order - b.order
+		}
+		return int(a.rec.Offset - b.rec.Offset)
+	})
+	changes := make([]change[C], 0, len(recs))
+	for _, l := range recs {
+		rec := toRecord(l.rec)
+		v, err := t.decode(ctx, rec)
+		if err != nil {
+			return &RecordError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Err: err}
+		}
+		changes = append(changes, change[C]{key: string(rec.Key), entry: Entry[C]{Record: *rec, Config: v}})
+	}
+	t.apply(changes)
+	return nil
+}
+
+// watchPartitions adds partitions created in the config topics after Run
+// started to the live consumer, read from their start.
+func (t *Table[C]) watchPartitions(ctx context.Context, adm *kadm.Client, cl *kgo.Client, parts []partRange) {
+	known := map[string]map[int32]bool{}
+	for _, p := range parts {
+		if known[p.topic] == nil {
+			known[p.topic] = map[int32]bool{}
+		}
+		known[p.topic][p.partition] = true
+	}
+	tick := time.NewTicker(t.cfg.partitionCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		md, err := adm.Metadata(ctx, t.cfg.topics...)
+		if err != nil {
+			continue // the next tick tries again
+		}
+		add := map[string]map[int32]kgo.Offset{}
+		for name, td := range md.Topics {
+			if known[name] == nil || td.Err != nil {
+				continue
+			}
+			for p := range td.Partitions {
+				if !known[name][p] {
+					known[name][p] = true
+					if add[name] == nil {
+						add[name] = map[int32]kgo.Offset{}
+					}
+					add[name][p] = kgo.NewOffset().AtStart()
 				}
 			}
-			close(t.changed)
-			t.changed = make(chan struct{})
-			t.mu.Unlock()
 		}
-		if len(pending) == 0 {
-			t.markReady()
+		if len(add) > 0 {
+			t.cfg.logger.Info("config topic partitions added", "partitions", add)
+			cl.AddConsumePartitions(add)
 		}
 	}
 }
 
 func (t *Table[C]) markReady() {
 	t.readyOnce.Do(func() {
-		t.cfg.logger.Info("config table ready", "topics", t.cfg.topics, "configs", t.Len())
+		t.cfg.logger.Info("config table ready", "topics", t.cfg.topics, "configs", t.Len(),
+			"records", t.stats.bootstrapRecords.Load(), "superseded", t.stats.superseded.Load())
 		close(t.ready)
 	})
 }
@@ -456,10 +660,17 @@ func (t *Table[C]) decode(ctx context.Context, rec *Record) (C, error) {
 	return v, nil
 }
 
-// targets lists, per topic and partition, the last stable offset that the
-// Table must have read up to before it is ready (partitions with nothing to
-// read are left out).
-func (t *Table[C]) targets(ctx context.Context, adm *kadm.Client) (map[string]map[int32]int64, error) {
+// partRange is one config partition and the offsets the bootstrap reads:
+// from its log start up to its last stable offset listed when Run started.
+type partRange struct {
+	topic      string
+	partition  int32
+	start, end int64
+}
+
+// targets lists every partition of the config topics with its log start
+// and last stable offset, in the order of Topics, then by partition.
+func (t *Table[C]) targets(ctx context.Context, adm *kadm.Client) ([]partRange, error) {
 	starts, err := adm.ListStartOffsets(ctx, t.cfg.topics...)
 	if err == nil {
 		err = starts.Error()
@@ -474,16 +685,16 @@ func (t *Table[C]) targets(ctx context.Context, adm *kadm.Client) (map[string]ma
 	if err != nil {
 		return nil, fmt.Errorf("configtopic: last stable offsets of %v: %w", t.cfg.topics, err)
 	}
-	out := map[string]map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		s, _ := starts.Lookup(o.Topic, o.Partition)
-		if o.Offset > s.Offset {
-			if out[o.Topic] == nil {
-				out[o.Topic] = map[int32]int64{}
-			}
-			out[o.Topic][o.Partition] = o.Offset
+	var out []partRange
+	for _, name := range t.cfg.topics {
+		var ps []partRange
+		for p, o := range ends[name] {
+			s, _ := starts.Lookup(name, p)
+			ps = append(ps, partRange{topic: name, partition: p, start: s.Offset, end: o.Offset})
 		}
-	})
+		slices.SortFunc(ps, func(a, b partRange) int { return int(a.partition - b.partition) })
+		out = append(out, ps...)
+	}
 	return out, nil
 }
 

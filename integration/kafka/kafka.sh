@@ -221,6 +221,7 @@ group.consumer.min.session.timeout.ms=1000
 group.consumer.min.heartbeat.interval.ms=500
 transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
 transaction.remove.expired.transaction.cleanup.interval.ms=10000
+log.cleaner.backoff.ms=1000
 num.network.threads=2
 num.io.threads=4
 EOF
