@@ -17,6 +17,7 @@ import (
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/configtopic"
+	"github.com/flechtwerk/flechtwerk/internal/group"
 	"github.com/flechtwerk/flechtwerk/internal/topics"
 )
 
@@ -140,18 +141,15 @@ func (r *Runner) Run(ctx context.Context) error {
 
 	var consumer *kgo.Client
 	if err := table.WaitReady(runCtx); err == nil {
-		consumerOpts := append(rn.clientOpts(),
-			kgo.ConsumerGroup(c.appID),
-			kgo.ConsumeTopics(c.topics...),
-			kgo.Balancers(kgo.RangeBalancer()),
-			kgo.DisableAutoCommit(),
-			kgo.SessionTimeout(c.session),
-			kgo.HeartbeatInterval(min(3*time.Second, c.session/3)),
-			kgo.OnPartitionsAssigned(rn.onAssigned),
-			kgo.OnPartitionsRevoked(rn.onRevoked),
-			kgo.OnPartitionsLost(rn.onRevoked),
-		)
-		consumerOpts = append(consumerOpts, c.consumerOpts...)
+		// The user's consumer options come first; the delivery settings
+		// (range assignment, no auto-commit, the token callbacks) win.
+		consumerOpts := group.Opts(rn.clientOpts(), c.consumerOpts, group.Member{
+			Group:          c.appID,
+			Topics:         c.topics,
+			SessionTimeout: c.session,
+			OnAssigned:     rn.onAssigned,
+			OnRevoked:      rn.onRevoked,
+		})
 		consumer, err = kgo.NewClient(consumerOpts...)
 		if err != nil {
 			rn.setFatal(fmt.Errorf("extractor: group member: %w", err))
