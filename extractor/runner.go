@@ -29,11 +29,13 @@ import (
 // extractor runs again.
 var ErrPageTimeout = errors.New("extractor: page exceeded PageTimeout")
 
-// PollError is a failed poll: the poll function returned an error, or its
-// page exceeded PageTimeout, or its cursor could not be decoded. The open
-// page was aborted: nothing of it is visible and the config's cursor did not
-// move, so the next run polls the config again from its last committed
-// cursor. Pages the poll committed before the error stay committed.
+// PollError is a failed poll: the poll function returned an error or
+// panicked (Err is then a *PanicError with the stack), or its page exceeded
+// PageTimeout, or its cursor could not be encoded or decoded (or its codec
+// panicked). The open page was aborted: nothing of it is visible and the
+// config's cursor did not move, so the next run polls the config again from
+// its last committed cursor. Pages the poll committed before the error stay
+// committed.
 type PollError struct {
 	// Key is the config key.
 	Key []byte
@@ -302,6 +304,7 @@ func (rn *run) startDue() time.Time {
 	next := now.Add(c.interval)
 	live := map[string]bool{}
 	var jobs []job
+	bad := false
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
 	rn.table.Range(func(e configtopic.Entry[any]) bool {
@@ -315,7 +318,8 @@ func (rn *run) startDue() time.Time {
 		susp, err := Suspended(e.Record)
 		if err != nil {
 			rn.setFatal(err)
-			return false
+			bad = true
+			return true // every live key is seen: none looks tombstoned
 		}
 		if susp || st.running {
 			return true
@@ -337,6 +341,9 @@ func (rn *run) startDue() time.Time {
 		jobs = append(jobs, job{key: key, e: e, tk: tk, st: st, due: due})
 		return true
 	})
+	if bad {
+		return next // Run ends
+	}
 	for key, st := range rn.sched {
 		if live[key] || st.running {
 			continue
