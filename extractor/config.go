@@ -34,6 +34,7 @@ type cfg struct {
 	kafkaOpts    []kgo.Opt
 	consumerOpts []kgo.Opt
 	logger       *slog.Logger
+	tombstoned   CursorPolicy
 }
 
 func defaults() cfg {
@@ -108,8 +109,43 @@ func WithKafkaOpts(opts ...kgo.Opt) RunnerOpt {
 	return opt(func(c *cfg) { c.kafkaOpts = append(c.kafkaOpts, opts...) })
 }
 
+// CursorPolicy is what becomes of the cursor of a config whose record was
+// tombstoned; see TombstonedCursors.
+type CursorPolicy int
+
+const (
+	// DeleteCursors deletes the cursor of a tombstoned config: the owner
+	// of its token writes a changelog tombstone in a transaction of the
+	// token, like a page's cursor, and drops it from the store. A config
+	// added again under the key starts from an empty cursor. The default.
+	DeleteCursors CursorPolicy = iota
+	// KeepCursors keeps the cursor of a tombstoned config in the
+	// changelog and the store forever, so a config added again under the
+	// key resumes where it stopped.
+	KeepCursors
+)
+
+// TombstonedCursors sets what becomes of the cursor of a config whose record
+// is tombstoned. Default DeleteCursors: a tombstone says the config is gone,
+// and keeping its cursor would grow the changelog and every store with each
+// config ever deleted, and make a new config that reuses the key (a new
+// tenant with an old id) silently skip what the old one read. To stop a
+// config for a while without losing its cursor, suspend it instead (see
+// Suspended); use KeepCursors when configs are deleted and added again on
+// purpose.
+//
+// Under DeleteCursors the cursor is deleted once the owner of the config's
+// token sees the tombstone (after a running poll of the config ends), or,
+// when the tombstone was written while no instance held the token, when an
+// instance takes the token. A config added again before its owner saw the
+// tombstone keeps its cursor.
+func TombstonedCursors(p CursorPolicy) RunnerOpt { return opt(func(c *cfg) { c.tombstoned = p }) }
+
 // WithConsumerOpts adds franz-go options to the group member only, e.g.
-// kgo.RebalanceTimeout.
+// kgo.RebalanceTimeout. The runner's delivery settings — the group, its
+// topics, range assignment, no auto-commit, the session and heartbeat, and
+// the partition callbacks — are applied after them and cannot be replaced;
+// an option that contradicts them (kgo.AutoCommitMarks) makes Run fail.
 func WithConsumerOpts(opts ...kgo.Opt) RunnerOpt {
 	return opt(func(c *cfg) { c.consumerOpts = append(c.consumerOpts, opts...) })
 }
@@ -163,6 +199,9 @@ func (c *cfg) validate() error {
 	}
 	if c.session <= 0 {
 		bad(flechtwerk.CodeInvalidOption, "SessionTimeout", "must be positive, is %v", c.session)
+	}
+	if c.tombstoned != DeleteCursors && c.tombstoned != KeepCursors {
+		bad(flechtwerk.CodeInvalidOption, "TombstonedCursors", "unknown cursor policy %d", c.tombstoned)
 	}
 	if c.stateDir == "" {
 		bad(flechtwerk.CodeInvalidOption, "StateDir", "an extractor needs a state directory for its cursors")

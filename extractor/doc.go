@@ -92,19 +92,41 @@
 //
 // The config topics are read in full by every instance (package
 // configtopic), read_committed, and kept current while running: a new config
-// is polled as soon as it is read, a tombstone stops polls of its key (its
-// cursor is kept, so a config added again resumes). Config topics of one
+// is polled as soon as it is read, a tombstone stops polls of its key and,
+// by default, deletes its cursor with a changelog tombstone in a
+// transaction of its token (TombstonedCursors: DeleteCursors or
+// KeepCursors). Config topics of one
 // extractor must exist (flechtwerk.ErrMissingTopic) and have equal
 // partition counts (flechtwerk.ErrPartitionMismatch).
 //
+// # Scheduling, suspend and wake
+//
+// Due polls are started oldest due first: a config's next poll falls due
+// an interval after its previous poll started, and when polls are due
+// faster than Concurrency slots serve them, every config still takes its
+// turn. A config whose record has the header flechtwerk.suspended: true
+// (SuspendedHeader; works with any config codec) is suspended: it stays
+// live and keeps its cursor, but is not polled; a new record of the key
+// without the header resumes it from its cursor. Runner.Wake polls a
+// config at once, ahead of its interval, for sources that push a notice
+// of new data.
+//
+// A cursor commit that changes nothing — the committed cursor again with
+// no records, or the delete of a cursor that does not exist — writes
+// nothing and opens no transaction.
+//
 // # Errors
 //
-// Run ends at the first error: a poll function's error or an exceeded
-// PageTimeout (*PollError, naming the config key), an undecodable config
-// record (*configtopic.RecordError, naming topic, partition and offset), a
+// Run ends at the first error: a poll function's error or panic, a cursor
+// codec's panic, or an exceeded PageTimeout (*PollError, naming the config
+// key; a panic is a *PanicError with the stack inside it), an undecodable
+// config record or a panicking config decoder or enrich hook
+// (*configtopic.RecordError, naming topic, partition and offset), a
 // fence (fencing.ErrFenced), or a broker error. The failed poll's open page
 // is aborted and nothing of it is visible; pages committed before stay
-// committed. There is no retry inside Run: let it crash, and let the
+// committed. The open pages of every other poll are aborted too (a page
+// that is committing finishes first), so no transaction is left for the
+// transaction timeout to end. There is no retry inside Run: let it crash, and let the
 // orchestrator restart it.
 //
 // # Stopping

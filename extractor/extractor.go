@@ -3,6 +3,7 @@ package extractor
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -194,7 +195,12 @@ type Poller interface {
 
 type anyDecoder[C any] struct{ d configtopic.Decoder[C] }
 
-func (a anyDecoder[C]) Decode(b []byte) (any, error) {
+func (a anyDecoder[C]) Decode(b []byte) (v any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			v, err = nil, newPanicError(p)
+		}
+	}()
 	c, err := a.d.Decode(b)
 	if err != nil {
 		return nil, err
@@ -208,9 +214,14 @@ func (x *Extractor[C, S]) enrichConfig() configtopic.EnrichFunc[any] {
 	if x.enrich == nil {
 		return nil
 	}
-	return func(ctx context.Context, rec *configtopic.Record, v any) (any, error) {
+	return func(ctx context.Context, rec *configtopic.Record, v any) (out any, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				out, err = nil, newPanicError(p)
+			}
+		}()
 		c, _ := v.(C)
-		c, err := x.enrich(ctx, rec, c)
+		c, err = x.enrich(ctx, rec, c)
 		if err != nil {
 			return nil, err
 		}
@@ -229,4 +240,57 @@ func (x *Extractor[C, S]) poll(ctx context.Context, e configtopic.Entry[any], cu
 		}
 	}
 	return x.fn(ctx, cfg, s, &Emitter[S]{p: p, codec: x.codec, had: found})
+}
+
+// PanicError is a panic of user code, recovered: of a poll function or a
+// cursor codec (Run ends with a *PollError naming the config key that
+// wraps it; the open page was aborted), or of a config decoder or enrich
+// hook (Run ends with a *configtopic.RecordError naming the record).
+type PanicError struct {
+	// Value is what was passed to panic.
+	Value any
+	// Stack is the stack of the panicking goroutine.
+	Stack []byte
+}
+
+func newPanicError(v any) *PanicError { return &PanicError{Value: v, Stack: debug.Stack()} }
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v\n\n%s", e.Value, e.Stack) }
+
+// Unwrap returns the panic value when it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// SuspendedHeader is the header of a config record that suspends the
+// config (see Suspended).
+const SuspendedHeader = "flechtwerk.suspended"
+
+// Suspended reports whether a config record suspends its config: it has a
+// header SuspendedHeader with value "true". A suspended config is live but
+// not polled (Wake does not poll it either): its cursor stays, and a poll
+// that runs when the record is read finishes. A new record of the key
+// without the header (or with value "false") resumes it: it is polled at
+// once if its interval passed, and continues from its cursor. The header
+// works with any config codec; any other value of it is an error
+// (*configtopic.RecordError naming the record) that ends Run. When the
+// header appears more than once, the last one counts.
+func Suspended(rec configtopic.Record) (bool, error) {
+	susp := false
+	for _, h := range rec.Headers {
+		if h.Key != SuspendedHeader {
+			continue
+		}
+		switch string(h.Value) {
+		case "true":
+			susp = true
+		case "false":
+			susp = false
+		default:
+			return false, &configtopic.RecordError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key,
+				Err: fmt.Errorf("header %s is %q; want \"true\" or \"false\"", SuspendedHeader, h.Value)}
+		}
+	}
+	return susp, nil
 }

@@ -68,6 +68,13 @@ func logger() *slog.Logger {
 // start runs an extractor until the test ends.
 func start(t testing.TB, c *kafkatest.Cluster, ex extractor.Poller, opts ...extractor.RunnerOpt) *running {
 	t.Helper()
+	_, rn := startRunner(t, c, ex, opts...)
+	return rn
+}
+
+// startRunner is start that also returns the Runner.
+func startRunner(t testing.TB, c *kafkatest.Cluster, ex extractor.Poller, opts ...extractor.RunnerOpt) (*extractor.Runner, *running) {
+	t.Helper()
 	all := append([]extractor.RunnerOpt{
 		extractor.SeedBrokers(c.Brokers...),
 		extractor.SessionTimeout(6 * time.Second),
@@ -90,7 +97,7 @@ func start(t testing.TB, c *kafkatest.Cluster, ex extractor.Poller, opts ...extr
 			t.Error("extractor did not stop within 60s")
 		}
 	})
-	return rn
+	return r, rn
 }
 
 // configRec is a config record of key on partition p.
@@ -109,7 +116,12 @@ func item(key string, i int) string { return fmt.Sprintf("%s-%d", key, i) }
 // the config key and commits the cursor after each page. hook, when set,
 // runs after a page's records were sent and before its Commit.
 func pager(out string, pageSize, maxPages int, hook func(ctx context.Context, key string, cur cursor) error) *extractor.Extractor[conf, cursor] {
-	return extractor.New(func(ctx context.Context, cfg extractor.Config[conf], cur cursor, e *extractor.Emitter[cursor]) error {
+	return extractor.New(pageFunc(out, pageSize, maxPages, hook))
+}
+
+// pageFunc is the poll function of pager.
+func pageFunc(out string, pageSize, maxPages int, hook func(ctx context.Context, key string, cur cursor) error) extractor.Func[conf, cursor] {
+	return func(ctx context.Context, cfg extractor.Config[conf], cur cursor, e *extractor.Emitter[cursor]) error {
 		key := string(cfg.Key)
 		for p := 0; p < maxPages && cur.Next < cfg.Config.Items; p++ {
 			end := min(cur.Next+pageSize, cfg.Config.Items)
@@ -127,7 +139,7 @@ func pager(out string, pageSize, maxPages int, hook func(ctx context.Context, ke
 			}
 		}
 		return nil
-	})
+	}
 }
 
 // values groups the values of recs by key.

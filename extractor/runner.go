@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,7 +18,9 @@ import (
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/configtopic"
+	"github.com/flechtwerk/flechtwerk/internal/group"
 	"github.com/flechtwerk/flechtwerk/internal/topics"
+	"github.com/flechtwerk/flechtwerk/store"
 )
 
 // ErrPageTimeout means a page stayed open longer than PageTimeout. The page
@@ -26,11 +29,13 @@ import (
 // extractor runs again.
 var ErrPageTimeout = errors.New("extractor: page exceeded PageTimeout")
 
-// PollError is a failed poll: the poll function returned an error, or its
-// page exceeded PageTimeout, or its cursor could not be decoded. The open
-// page was aborted: nothing of it is visible and the config's cursor did not
-// move, so the next run polls the config again from its last committed
-// cursor. Pages the poll committed before the error stay committed.
+// PollError is a failed poll: the poll function returned an error or
+// panicked (Err is then a *PanicError with the stack), or its page exceeded
+// PageTimeout, or its cursor could not be encoded or decoded (or its codec
+// panicked). The open page was aborted: nothing of it is visible and the
+// config's cursor did not move, so the next run polls the config again from
+// its last committed cursor. Pages the poll committed before the error stay
+// committed.
 type PollError struct {
 	// Key is the config key.
 	Key []byte
@@ -48,6 +53,30 @@ type Runner struct {
 	cfg     cfg
 	ex      Poller
 	started atomic.Bool
+
+	mu  sync.Mutex
+	cur *run // the running Run, for Wake
+}
+
+// Wake polls the config of key now, ahead of its PollInterval, for sources
+// that push a notice of new data (a webhook, a queue message). A poll of the
+// config that is running when Wake is called is followed by another one at
+// once. The woken poll waits for a concurrency slot like any due poll, and
+// the next regular poll comes an interval after it started.
+//
+// Wake reports whether the poll will run on this instance: false when Run
+// is not running, when key is not a live config, when the config is
+// suspended (see Suspended), or when another instance holds its ownership
+// token (then wake that instance, or let the interval poll it). Wake does
+// not block and is safe for concurrent use.
+func (r *Runner) Wake(key []byte) bool {
+	r.mu.Lock()
+	rn := r.cur
+	r.mu.Unlock()
+	if rn == nil {
+		return false
+	}
+	return rn.wakeKey(key)
 }
 
 // ErrRunTwice is returned by a second call of Run on the same Runner.
@@ -125,6 +154,14 @@ func (r *Runner) Run(ctx context.Context) error {
 		return err
 	}
 	rn.table = table
+	r.mu.Lock()
+	r.cur = rn
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.cur = nil
+		r.mu.Unlock()
+	}()
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -140,18 +177,15 @@ func (r *Runner) Run(ctx context.Context) error {
 
 	var consumer *kgo.Client
 	if err := table.WaitReady(runCtx); err == nil {
-		consumerOpts := append(rn.clientOpts(),
-			kgo.ConsumerGroup(c.appID),
-			kgo.ConsumeTopics(c.topics...),
-			kgo.Balancers(kgo.RangeBalancer()),
-			kgo.DisableAutoCommit(),
-			kgo.SessionTimeout(c.session),
-			kgo.HeartbeatInterval(min(3*time.Second, c.session/3)),
-			kgo.OnPartitionsAssigned(rn.onAssigned),
-			kgo.OnPartitionsRevoked(rn.onRevoked),
-			kgo.OnPartitionsLost(rn.onRevoked),
-		)
-		consumerOpts = append(consumerOpts, c.consumerOpts...)
+		// The user's consumer options come first; the delivery settings
+		// (range assignment, no auto-commit, the token callbacks) win.
+		consumerOpts := group.Opts(rn.clientOpts(), c.consumerOpts, group.Member{
+			Group:          c.appID,
+			Topics:         c.topics,
+			SessionTimeout: c.session,
+			OnAssigned:     rn.onAssigned,
+			OnRevoked:      rn.onRevoked,
+		})
 		consumer, err = kgo.NewClient(consumerOpts...)
 		if err != nil {
 			rn.setFatal(fmt.Errorf("extractor: group member: %w", err))
@@ -175,10 +209,13 @@ func (r *Runner) Run(ctx context.Context) error {
 	return rn.fatalErr()
 }
 
-// schedule is the poll schedule of one config key.
+// schedule is the poll schedule of one config key. Every live config has
+// one, whether its token is held here or not; a tombstoned config keeps
+// its schedule until its cursor is deleted (DeleteCursors).
 type schedule struct {
-	running bool
-	last    time.Time
+	running bool      // a poll or a cursor delete of the key runs
+	due     time.Time // the next poll starts at or after due; zero: at once
+	woken   time.Time // when Wake was called; zero: not woken
 }
 
 // run is the state of one Run.
@@ -244,54 +281,159 @@ func (rn *run) loop(ctx context.Context) {
 	}
 }
 
-// startDue starts the poll of every live config of a ready token whose
-// interval has passed and whose previous poll has ended, while concurrency
-// slots are free. It returns when the next config falls due.
+// job is a due poll or cursor delete.
+type job struct {
+	key string
+	e   configtopic.Entry[any]
+	tk  *token
+	st  *schedule
+	due time.Time
+	del bool // delete the cursor of a tombstoned config
+}
+
+// startDue starts the polls of the live, unsuspended configs of ready
+// tokens that are due (their interval passed, or Wake was called) and not
+// running, oldest due first, while concurrency slots are free; and the
+// cursor deletes of tombstoned configs (DeleteCursors), before any poll.
+// Due polls left without a slot keep their due time, so they go first
+// once a finishing poll frees a slot and wakes the loop. It returns when
+// the next config falls due.
 func (rn *run) startDue() time.Time {
-	interval := rn.r.cfg.interval
+	c := &rn.r.cfg
 	now := time.Now()
-	next := now.Add(interval)
+	next := now.Add(c.interval)
 	live := map[string]bool{}
+	var jobs []job
+	bad := false
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
 	rn.table.Range(func(e configtopic.Entry[any]) bool {
 		key := string(e.Key)
 		live[key] = true
-		tk := rn.tokens[Token(e.Key, rn.n)]
-		if tk == nil || !tk.ready.Load() || tk.ctx.Err() != nil {
-			return true
-		}
 		st := rn.sched[key]
 		if st == nil {
 			st = &schedule{}
 			rn.sched[key] = st
 		}
-		if st.running {
+		susp, err := Suspended(e.Record)
+		if err != nil {
+			rn.setFatal(err)
+			bad = true
+			return true // every live key is seen: none looks tombstoned
+		}
+		if susp || st.running {
 			return true
 		}
-		if due := st.last.Add(interval); !st.last.IsZero() && now.Before(due) {
+		tk := rn.tokens[Token(e.Key, rn.n)]
+		if tk == nil || !tk.ready.Load() || tk.ctx.Err() != nil {
+			return true
+		}
+		due := st.due
+		if !st.woken.IsZero() && st.woken.Before(due) {
+			due = st.woken
+		}
+		if now.Before(due) {
 			if due.Before(next) {
 				next = due
 			}
 			return true
 		}
+		jobs = append(jobs, job{key: key, e: e, tk: tk, st: st, due: due})
+		return true
+	})
+	if bad {
+		return next // Run ends
+	}
+	for key, st := range rn.sched {
+		if live[key] || st.running {
+			continue
+		}
+		tk := rn.tokens[Token([]byte(key), rn.n)]
+		if c.tombstoned == KeepCursors || tk == nil || tk.ctx.Err() != nil {
+			// A config added again starts at once. A token held
+			// elsewhere is swept by its owner (token.init).
+			delete(rn.sched, key)
+			continue
+		}
+		if tk.ready.Load() {
+			jobs = append(jobs, job{key: key, tk: tk, st: st, del: true}) // zero due: first
+		}
+	}
+	slices.SortFunc(jobs, func(a, b job) int {
+		if d := a.due.Compare(b.due); d != 0 {
+			return d
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	for _, j := range jobs {
 		select {
 		case rn.sem <- struct{}{}:
 		default:
-			return false // a finishing poll wakes the loop
+			return next // a finishing poll wakes the loop
 		}
-		st.running, st.last = true, now
-		tk.polls.Add(1)
+		j.st.running = true
+		j.tk.polls.Add(1)
 		rn.wg.Add(1)
-		go rn.poll(tk, e, st)
-		return true
-	})
-	for key, st := range rn.sched {
-		if !live[key] && !st.running {
-			delete(rn.sched, key) // tombstoned: a config added again starts at once
+		if j.del {
+			go rn.dropCursor(j.tk, j.key, j.st)
+			continue
 		}
+		j.st.due, j.st.woken = now.Add(c.interval), time.Time{}
+		go rn.poll(j.tk, j.e, j.st)
 	}
 	return next
+}
+
+// wakeKey makes key due at once. It reports whether this instance holds
+// the key's token and the key is a live, unsuspended config.
+func (rn *run) wakeKey(key []byte) bool {
+	e, ok := rn.table.Get(key)
+	if !ok {
+		return false
+	}
+	if susp, err := Suspended(e.Record); susp || err != nil {
+		return false
+	}
+	rn.mu.Lock()
+	st := rn.sched[string(key)]
+	if st == nil {
+		st = &schedule{}
+		rn.sched[string(key)] = st
+	}
+	if st.woken.IsZero() {
+		st.woken = time.Now()
+	}
+	held := rn.tokens[Token(key, rn.n)] != nil
+	rn.mu.Unlock()
+	rn.poke()
+	return held
+}
+
+// dropCursor deletes the cursor of the tombstoned config key: a changelog
+// tombstone in a transaction of the token, like a page's cursor. A key
+// without a cursor writes nothing.
+func (rn *run) dropCursor(tk *token, key string, st *schedule) {
+	done := false
+	defer func() {
+		<-rn.sem
+		rn.mu.Lock()
+		st.running = false
+		if done && rn.sched[key] == st {
+			delete(rn.sched, key)
+		}
+		rn.mu.Unlock()
+		tk.polls.Done()
+		rn.wg.Done()
+		rn.poke()
+	}()
+	if err := tk.commit(tk.ctx, rn, []byte(key), nil, &store.Write{Key: []byte(key), Delete: true}); err != nil {
+		if tk.ctx.Err() == nil {
+			rn.setFatal(fmt.Errorf("extractor: deleting the cursor of tombstoned config %q (token %d): %w", key, tk.n, err))
+		}
+		return
+	}
+	done = true
+	rn.r.cfg.logger.Debug("cursor of tombstoned config deleted", "config", key, "token", tk.n)
 }
 
 func (rn *run) poll(tk *token, e configtopic.Entry[any], st *schedule) {
@@ -331,9 +473,13 @@ func (rn *run) pollOnce(tk *token, e configtopic.Entry[any]) error {
 		return &PollError{Key: e.Key, Err: fmt.Errorf("reading cursor: %w", err)}
 	}
 	began := time.Now()
-	perr := rn.r.ex.poll(pctx, e, cursor, found, p)
+	perr := callPoll(rn.r.ex, pctx, e, cursor, found, p)
 	p.timer.Stop()
 	p.armed = false
+	if pe := (*PanicError)(nil); errors.As(perr, &pe) {
+		// A bug, not a canceled poll: reported even while stopping.
+		return &PollError{Key: e.Key, Err: perr}
+	}
 
 	if cause := context.Cause(pctx); errors.Is(cause, ErrPageTimeout) {
 		return &PollError{Key: e.Key, Err: cause}
@@ -361,6 +507,17 @@ func (rn *run) pollOnce(tk *token, e configtopic.Entry[any]) error {
 	}
 	c.logger.Debug("poll done", "config", string(e.Key), "token", tk.n, "pages", p.pages, "took", time.Since(began))
 	return nil
+}
+
+// callPoll runs the poll function (and the cursor codec), recovering a
+// panic into a *PanicError.
+func callPoll(ex Poller, ctx context.Context, e configtopic.Entry[any], cursor []byte, found bool, p *page) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = newPanicError(v)
+		}
+	}()
+	return ex.poll(ctx, e, cursor, found, p)
 }
 
 // page is the open page of one poll: records buffered until the page
@@ -415,7 +572,11 @@ func (p *page) commitNow(ctx context.Context, cursor []byte, hasCursor bool) err
 		}
 		return p.err
 	}
-	if err := p.tk.commit(ctx, p.rn, p.key, p.recs, cursor, hasCursor); err != nil {
+	var w *store.Write
+	if hasCursor {
+		w = &store.Write{Key: p.key, Value: cursor}
+	}
+	if err := p.tk.commit(ctx, p.rn, p.key, p.recs, w); err != nil {
 		p.fail(fmt.Errorf("extractor: committing page of config %q (token %d): %w", p.key, p.tk.n, err))
 		return p.err
 	}

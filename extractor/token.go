@@ -1,6 +1,7 @@
 package extractor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -110,10 +111,13 @@ func (tk *token) cursor(key []byte) ([]byte, bool, error) {
 	return tk.st.Get(key)
 }
 
-// commit makes one page visible: recs and, when hasCursor, the cursor of
-// key on the token's changelog partition, in one transaction. The
-// transaction is bounded by txnTimeout and not cut off by ctx.
-func (tk *token) commit(ctx context.Context, rn *run, key []byte, recs []*kgo.Record, cursor []byte, hasCursor bool) error {
+// commit makes one page visible: recs and, when w is set, the cursor write
+// w of key (a new cursor, or a delete) on the token's changelog partition,
+// in one transaction. A cursor write that changes nothing (the committed
+// cursor again, or a delete of a key without a cursor) is left out, and
+// with no records nothing is written at all: no transaction that changes
+// nothing. The transaction is bounded by txnTimeout and not cut off by ctx.
+func (tk *token) commit(ctx context.Context, rn *run, key []byte, recs []*kgo.Record, w *store.Write) error {
 	tk.txnMu.Lock()
 	defer tk.txnMu.Unlock()
 	if tk.closed {
@@ -122,16 +126,32 @@ func (tk *token) commit(ctx context.Context, rn *run, key []byte, recs []*kgo.Re
 	if tk.failed != nil {
 		return tk.failed
 	}
+	if w != nil {
+		// Only commits change the store, under txnMu: it holds the
+		// committed cursor.
+		tk.storeMu.RLock()
+		cur, found, err := tk.st.Get(key)
+		tk.storeMu.RUnlock()
+		if err != nil {
+			return fmt.Errorf("token %d: reading cursor: %w", tk.n, err)
+		}
+		if w.Delete && !found || !w.Delete && found && bytes.Equal(cur, w.Value) {
+			w = nil
+		}
+	}
+	if len(recs) == 0 && w == nil {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rn.r.cfg.txnTimeout)
 	defer cancel()
-	err := tk.transact(ctx, rn, key, recs, cursor, hasCursor)
+	err := tk.transact(ctx, rn, recs, w)
 	if err != nil {
 		tk.failed = err
 		return err
 	}
-	if hasCursor {
+	if w != nil {
 		tk.storeMu.Lock()
-		err = tk.st.Apply([]store.Write{{Key: key, Value: cursor}})
+		err = tk.st.Apply([]store.Write{*w})
 		tk.storeMu.Unlock()
 		if err != nil {
 			tk.failed = fmt.Errorf("token %d: page committed but the cursor store update failed (restored from the changelog on restart): %w", tk.n, err)
@@ -141,14 +161,14 @@ func (tk *token) commit(ctx context.Context, rn *run, key []byte, recs []*kgo.Re
 	return nil
 }
 
-func (tk *token) transact(ctx context.Context, rn *run, key []byte, recs []*kgo.Record, cursor []byte, hasCursor bool) error {
+func (tk *token) transact(ctx context.Context, rn *run, recs []*kgo.Record, w *store.Write) error {
 	cl := tk.producer
 	if err := cl.BeginTransaction(); err != nil {
 		return fmt.Errorf("token %d: begin transaction: %w", tk.n, fencing.Classify(tk.txnID, err))
 	}
 	all := recs
-	if hasCursor {
-		all = append(all[:len(all):len(all)], changelog.Record(rn.changelog, tk.n, store.Write{Key: key, Value: cursor}))
+	if w != nil {
+		all = append(all[:len(all):len(all)], changelog.Record(rn.changelog, tk.n, *w))
 	}
 	// ProduceSync waits for every record: the commit below is gated on
 	// all produce results, never on a subset.
@@ -198,6 +218,22 @@ func (tk *token) init(rn *run) error {
 		st.Close()
 		return fmt.Errorf("token %d: %w", tk.n, err)
 	}
+	// Cursors of configs tombstoned while another instance (or none)
+	// held the token: deleted by startDue like any tombstoned config's.
+	var stale []string
+	if c.tombstoned == DeleteCursors {
+		err = st.Range(func(key, _ []byte) bool {
+			if _, ok := rn.table.Get(key); !ok {
+				stale = append(stale, string(key))
+			}
+			return true
+		})
+		if err != nil {
+			cl.Close()
+			st.Close()
+			return fmt.Errorf("token %d: %w", tk.n, err)
+		}
+	}
 	tk.txnMu.Lock()
 	if tk.closed {
 		tk.txnMu.Unlock()
@@ -210,8 +246,15 @@ func (tk *token) init(rn *run) error {
 	tk.st = st
 	tk.storeMu.Unlock()
 	tk.txnMu.Unlock()
+	rn.mu.Lock()
+	for _, key := range stale {
+		if rn.sched[key] == nil {
+			rn.sched[key] = &schedule{}
+		}
+	}
+	rn.mu.Unlock()
 	tk.ready.Store(true)
-	c.logger.Info("extractor token ready", "token", tk.n, "cursors restored", n, "took", time.Since(began))
+	c.logger.Info("extractor token ready", "token", tk.n, "cursors restored", n, "stale cursors", len(stale), "took", time.Since(began))
 	return nil
 }
 

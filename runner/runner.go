@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/changelog"
+	"github.com/flechtwerk/flechtwerk/internal/group"
 	"github.com/flechtwerk/flechtwerk/internal/topics"
 	"github.com/flechtwerk/flechtwerk/task"
 )
@@ -112,28 +112,23 @@ func (r *Runner) Run(ctx context.Context) error {
 		sem:        make(chan struct{}, c.concurrency),
 		wake:       make(chan struct{}, 1),
 	}
-	// The user's consumer options come first: the options below decide
-	// delivery and must win.
-	consumerOpts := append(slices.Clone(base), c.consumerOpts...)
-	consumerOpts = append(consumerOpts,
-		kgo.ConsumerGroup(c.appID),
-		kgo.ConsumeTopics(c.inputs...),
-		kgo.Balancers(kgo.RangeBalancer()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		// Markers of upstream transactions are returned so that the
-		// committed offset can pass them (see task.Process).
-		kgo.KeepControlRecords(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.DisableAutoCommit(),
-		kgo.BlockRebalanceOnPoll(),
-		kgo.SessionTimeout(c.sessionTimout),
-		// kgo refuses a heartbeat interval at or above the session
-		// timeout; its 3s default breaks short session timeouts.
-		kgo.HeartbeatInterval(min(3*time.Second, c.sessionTimout/3)),
-		kgo.OnPartitionsAssigned(rn.onAssigned),
-		kgo.OnPartitionsRevoked(rn.onRevoked),
-		kgo.OnPartitionsLost(rn.onRevoked),
-	)
+	// The user's consumer options come first: the delivery settings
+	// come last and win (group.Opts).
+	consumerOpts := group.Opts(base, c.consumerOpts, group.Member{
+		Group:          c.appID,
+		Topics:         c.inputs,
+		SessionTimeout: c.sessionTimout,
+		OnAssigned:     rn.onAssigned,
+		OnRevoked:      rn.onRevoked,
+		Delivery: []kgo.Opt{
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			// Markers of upstream transactions are returned so that the
+			// committed offset can pass them (see task.Process).
+			kgo.KeepControlRecords(),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.BlockRebalanceOnPoll(),
+		},
+	})
 	consumer, err := kgo.NewClient(consumerOpts...)
 	if err != nil {
 		return fmt.Errorf("runner: consumer: %w", err)
