@@ -237,7 +237,7 @@ func (rn *run) loop(ctx context.Context) error {
 				return
 			}
 			if ferr == nil {
-				ferr = fmt.Errorf("runner: fetching topic %s partition %d: %w", t, p, err)
+				ferr = fetchError(t, p, err)
 			}
 		})
 		if ferr != nil {
@@ -275,7 +275,8 @@ func (rn *run) batch(ctx context.Context, recs []*kgo.Record) error {
 	}
 	// The batch finishes even when ctx is canceled (graceful stop); it is
 	// bounded by BatchTimeout.
-	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.batchTimeout)
+	deadline := time.Now().Add(c.batchTimeout)
+	bctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 
 	type result struct {
@@ -283,6 +284,8 @@ func (rn *run) batch(ctx context.Context, recs []*kgo.Record) error {
 		b   *task.Batch
 		err error
 	}
+	// Buffered for every task: a goroutine abandoned at the deadline
+	// sends its late result here and exits without a reader.
 	results := make(chan result, len(byTask))
 	for n, trecs := range byTask {
 		t := rn.tasks[n]
@@ -294,12 +297,63 @@ func (rn *run) batch(ctx context.Context, recs []*kgo.Record) error {
 			results <- result{t, b, err}
 		}()
 	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	reported := make(map[int32]bool, len(byTask))
+	var (
+		timedOut []int32
+		got      []result
+	)
+collect:
+	for range byTask {
+		select {
+		case res := <-results:
+			reported[res.t.Partition()] = true
+			if res.err != nil && bctx.Err() != nil && errors.Is(res.err, context.DeadlineExceeded) {
+				timedOut = append(timedOut, res.t.Partition())
+				continue
+			}
+			got = append(got, res)
+		case <-timer.C:
+			// A transform that ignores ctx would hold the batch lock
+			// (and so every rebalance) forever: stop waiting. The
+			// abandoned goroutines find their tasks closed by the
+			// teardown that follows; see BatchTimeout.
+			for n := range byTask {
+				if !reported[n] {
+					timedOut = append(timedOut, n)
+				}
+			}
+			break collect
+		}
+	}
+	if len(timedOut) > 0 {
+		slices.Sort(timedOut)
+		first := map[int32]map[string]int64{}
+		for _, n := range timedOut {
+			first[n] = map[string]int64{}
+			for _, rec := range byTask[n] {
+				if o, ok := first[n][rec.Topic]; !ok || rec.Offset < o {
+					first[n][rec.Topic] = rec.Offset
+				}
+			}
+		}
+		// Results of the other tasks are reported too, but nothing
+		// else is committed: Run ends here.
+		var errs []error
+		for _, res := range got {
+			if res.err != nil {
+				errs = append(errs, res.err)
+			}
+		}
+		return errors.Join(&BatchTimeoutError{Partitions: timedOut, Timeout: c.batchTimeout, FirstOffsets: first}, errors.Join(errs...))
+	}
+
 	var (
 		errs  []error
 		empty = map[string]map[int32]kgo.EpochOffset{}
 	)
-	for range byTask {
-		res := <-results
+	for _, res := range got {
 		if res.err != nil {
 			errs = append(errs, res.err)
 			continue
