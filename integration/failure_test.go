@@ -181,6 +181,30 @@ func TestBatchTimeoutAbandonsStuckTransform(t *testing.T) {
 	require.Empty(t, c.CommittedOffsets(t, app, in), "offsets did not advance")
 }
 
+// TestBatchTimeoutWithTransformHonoringCtx: a transform that returns
+// ctx.Err() at the batch deadline ends Run with the same coded error.
+func TestBatchTimeoutWithTransformHonoringCtx(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
+	c.CreateTopic(t, in, 1)
+	c.CreateTopic(t, out, 1)
+	c.Produce(t, values(in, 0, "a", 3, 1)...)
+	proc := transformer.Stateless(func(ctx context.Context, rec *transformer.Record, o *transformer.Outputs) error {
+		o.Send(out, rec.Key, rec.Value)
+		if rec.Offset == 1 {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	})
+	rn := start(t, c, proc, runner.ApplicationID(app), runner.InputTopics(in), runner.BatchTimeout(time.Second))
+	err := rn.wait(t, 30*time.Second)
+	require.ErrorIs(t, err, flechtwerk.ErrBatchTimeout)
+	require.ErrorContains(t, err, "task 0")
+	require.Empty(t, readStable(t, c, out))
+	require.Empty(t, c.CommittedOffsets(t, app, in))
+}
+
 // TestProduceErrorNamesTopicPartition fails the produce of an output record
 // (too large for a batch; a topic that does not exist): Run's error names
 // the record's topic and partition and keeps the broker's error.

@@ -14,10 +14,12 @@ import (
 
 // BatchTimeoutError ends Run when a batch did not finish within
 // BatchTimeout, typically because a transform ignores its ctx. The tasks it
-// names committed nothing of the batch: their producers were closed before
-// any transaction of the batch could commit, so nothing of it is visible and
-// their offsets did not advance; the records are redelivered when the tasks
-// run again. errors.Is(err, flechtwerk.ErrBatchTimeout) holds.
+// names were still transforming at the deadline and never began a
+// transaction for the batch (a task already committing is waited for, a
+// commit being bounded by the deadline and its abort), so nothing of their
+// batch is visible and their offsets did not advance; the records are
+// redelivered when the tasks run again. Other tasks of the batch may have
+// committed theirs. errors.Is(err, flechtwerk.ErrBatchTimeout) holds.
 //
 // Run does not wait for the goroutines still running the transform: they
 // are abandoned. Their results are discarded (the closed task refuses to
@@ -71,7 +73,7 @@ func (e *BatchTimeoutError) Is(target error) bool { return target == flechtwerk.
 func fetchError(topic string, partition int32, err error) error {
 	var lost *kgo.ErrGroupSession
 	if errors.As(err, &lost) {
-		return fmt.Errorf("runner: lost the consumer group session; every task was torn down and nothing of an uncommitted batch is visible: %w", err)
+		return fmt.Errorf("runner: lost the consumer group session (the member was removed from the group or could not rejoin it; its tasks were torn down): %w", err)
 	}
 	return fmt.Errorf("runner: fetching topic %s partition %d: %w", topic, partition, err)
 }

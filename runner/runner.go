@@ -287,11 +287,27 @@ func (rn *run) batch(ctx context.Context, recs []*kgo.Record) error {
 	// Buffered for every task: a goroutine abandoned at the deadline
 	// sends its late result here and exits without a reader.
 	results := make(chan result, len(byTask))
+	// A task enters its commit only while the batch is not abandoned;
+	// once it did, the batch waits for it (a commit is bounded by the
+	// deadline and its abort), so a task named in a BatchTimeoutError
+	// never committed anything of the batch.
+	var (
+		phaseMu    sync.Mutex
+		abandoned  bool
+		committing = make(map[int32]bool, len(byTask))
+	)
 	for n, trecs := range byTask {
 		t := rn.tasks[n]
 		go func() {
 			b, err := t.Process(bctx, trecs, rn.sem)
 			if err == nil && !b.Empty() {
+				phaseMu.Lock()
+				if abandoned {
+					phaseMu.Unlock()
+					return // discarded; the result is nobody's
+				}
+				committing[n] = true
+				phaseMu.Unlock()
 				err = t.Commit(bctx, b)
 			}
 			results <- result{t, b, err}
@@ -304,28 +320,50 @@ func (rn *run) batch(ctx context.Context, recs []*kgo.Record) error {
 		timedOut []int32
 		got      []result
 	)
-collect:
-	for range byTask {
+	take := func(res result) {
+		n := res.t.Partition()
+		reported[n] = true
+		phaseMu.Lock()
+		inCommit := committing[n]
+		phaseMu.Unlock()
+		if !inCommit && res.err != nil && bctx.Err() != nil && errors.Is(res.err, context.DeadlineExceeded) {
+			timedOut = append(timedOut, n) // the transform honored the deadline
+			return
+		}
+		got = append(got, res)
+	}
+	for len(reported) < len(byTask) {
 		select {
 		case res := <-results:
-			reported[res.t.Partition()] = true
-			if res.err != nil && bctx.Err() != nil && errors.Is(res.err, context.DeadlineExceeded) {
-				timedOut = append(timedOut, res.t.Partition())
-				continue
-			}
-			got = append(got, res)
+			take(res)
+			continue
 		case <-timer.C:
-			// A transform that ignores ctx would hold the batch lock
-			// (and so every rebalance) forever: stop waiting. The
-			// abandoned goroutines find their tasks closed by the
-			// teardown that follows; see BatchTimeout.
-			for n := range byTask {
-				if !reported[n] {
-					timedOut = append(timedOut, n)
-				}
-			}
-			break collect
 		}
+		// A transform that ignores ctx would hold the batch lock (and
+		// so every rebalance) forever: stop waiting for the tasks still
+		// in Process. Their goroutines are abandoned: they never reach
+		// Commit, and find their tasks closed by the teardown that
+		// follows. See BatchTimeout.
+		phaseMu.Lock()
+		abandoned = true
+		var wait []int32
+		for n := range byTask {
+			switch {
+			case reported[n]:
+			case committing[n]:
+				wait = append(wait, n)
+			default:
+				timedOut = append(timedOut, n)
+			}
+		}
+		phaseMu.Unlock()
+		for !allReported(reported, wait) {
+			res := <-results
+			if n := res.t.Partition(); slices.Contains(wait, n) {
+				take(res)
+			}
+		}
+		break
 	}
 	if len(timedOut) > 0 {
 		slices.Sort(timedOut)
@@ -338,8 +376,8 @@ collect:
 				}
 			}
 		}
-		// Results of the other tasks are reported too, but nothing
-		// else is committed: Run ends here.
+		// Errors of the other tasks are reported too; no offset is
+		// committed outside a transaction: Run ends here.
 		var errs []error
 		for _, res := range got {
 			if res.err != nil {
@@ -381,6 +419,15 @@ collect:
 		return fmt.Errorf("runner: %w", err)
 	}
 	return nil
+}
+
+func allReported(reported map[int32]bool, ns []int32) bool {
+	for _, n := range ns {
+		if !reported[n] {
+			return false
+		}
+	}
+	return true
 }
 
 func (rn *run) commitDirect(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
