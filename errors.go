@@ -1,8 +1,11 @@
 package flechtwerk
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
-// Code is the stable identifier of a configuration error. Codes never change
+// Code is the stable identifier of a configuration (or runtime) error. Codes never change
 // meaning between releases; match on them, not on messages.
 type Code string
 
@@ -43,6 +46,15 @@ const (
 	CodeNoConfigTopics Code = "NO_CONFIG_TOPICS"
 )
 
+// Codes of runtime errors: errors that end Run after processing started.
+// Their sentinels are plain errors matched with errors.Is; the error values
+// are the packages' own types (e.g. *runner.BatchTimeoutError).
+const (
+	// CodeBatchTimeout: a batch did not finish within BatchTimeout.
+	// Nothing of it was committed; its records are redelivered.
+	CodeBatchTimeout Code = "BATCH_TIMEOUT"
+)
+
 // Sentinels, one per code: errors.Is(err, ErrMissingTopic) is true for every
 // *ConfigError with CodeMissingTopic.
 var (
@@ -58,6 +70,10 @@ var (
 	ErrInvalidTransformer = &ConfigError{Code: CodeInvalidTransformer}
 	ErrNoPollInterval     = &ConfigError{Code: CodeNoPollInterval}
 	ErrNoConfigTopics     = &ConfigError{Code: CodeNoConfigTopics}
+
+	// ErrBatchTimeout matches the error that ends Run when a batch did
+	// not finish within BatchTimeout.
+	ErrBatchTimeout = errors.New("flechtwerk: " + string(CodeBatchTimeout))
 )
 
 // ConfigError is a configuration problem found before anything was

@@ -79,9 +79,12 @@ func MaxPollRecords(n int) Opt { return opt(func(c *cfg) { c.maxPoll = n }) }
 func TransactionTimeout(d time.Duration) Opt { return opt(func(c *cfg) { c.txnTimeout = d }) }
 
 // BatchTimeout bounds the time one batch may take, transform through
-// commit; a batch that takes longer fails Run. Default 30s. Rebalances wait
-// for the in-flight batch, so keep it below the group's rebalance timeout
-// (60s by default).
+// commit; a batch that takes longer fails Run with a *BatchTimeoutError
+// (flechtwerk.ErrBatchTimeout) naming its tasks, and nothing of it is
+// committed. Run does not wait for a transform that ignores its ctx: that
+// goroutine is abandoned, its results are discarded, and it may run on
+// until the process exits. Default 30s. Rebalances wait for the in-flight
+// batch, so keep it below the group's rebalance timeout (60s by default).
 func BatchTimeout(d time.Duration) Opt { return opt(func(c *cfg) { c.batchTimeout = d }) }
 
 // Concurrency bounds how many state-key buckets run their transforms at the

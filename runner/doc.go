@@ -28,16 +28,26 @@
 // # Errors
 //
 // Run ends at the first error: a transform error (*task.ProcessError naming
-// topic, partition and offset), a fence (fencing.ErrFenced: another instance
-// owns the task now), or a broker error. The failed task's transaction is
-// aborted, nothing of its batch is visible, and its offsets did not move;
-// restarting the process replays from the last committed offset. There is
-// no retry inside Run: let it crash, and let the orchestrator restart it.
+// topic, partition and offset), a panic in the transform, the state-key
+// function or a codec (recovered into a *task.ProcessError whose Err is a
+// *task.PanicError with the stack), a batch that outlived BatchTimeout
+// (*BatchTimeoutError), a fence (fencing.ErrFenced: another instance owns
+// the task now), the loss of the group session, or a broker error (a
+// produce error names the record's topic and partition). The failed task's
+// transaction is aborted, nothing of its batch is visible, and its offsets
+// did not move; before Run returns, every task's producer aborts its open
+// transaction, if any, and is closed. Restarting the process replays from
+// the last committed offset. There is no retry inside Run: let it crash,
+// and let the orchestrator restart it.
+//
+// Everything Run starts has exited when it returns, with one exception: a
+// transform still running when its batch's BatchTimeout passed is abandoned
+// (Go cannot stop a goroutine). Its results are discarded and it may run on
+// until it returns or the process exits.
 //
 // # Stopping
 //
 // Canceling Run's context stops it gracefully: the in-flight batch commits
 // (bounded by BatchTimeout), producers and stores are closed, the member
-// leaves the group, and Run returns nil. Everything Run starts has exited
-// when it returns.
+// leaves the group, and Run returns nil.
 package runner

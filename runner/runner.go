@@ -232,7 +232,7 @@ func (rn *run) loop(ctx context.Context) error {
 				return
 			}
 			if ferr == nil {
-				ferr = fmt.Errorf("runner: fetching topic %s partition %d: %w", t, p, err)
+				ferr = fetchError(t, p, err)
 			}
 		})
 		if ferr != nil {
@@ -270,7 +270,8 @@ func (rn *run) batch(ctx context.Context, recs []*kgo.Record) error {
 	}
 	// The batch finishes even when ctx is canceled (graceful stop); it is
 	// bounded by BatchTimeout.
-	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.batchTimeout)
+	deadline := time.Now().Add(c.batchTimeout)
+	bctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 
 	type result struct {
@@ -278,23 +279,114 @@ func (rn *run) batch(ctx context.Context, recs []*kgo.Record) error {
 		b   *task.Batch
 		err error
 	}
+	// Buffered for every task: a goroutine abandoned at the deadline
+	// sends its late result here and exits without a reader.
 	results := make(chan result, len(byTask))
+	// A task enters its commit only while the batch is not abandoned;
+	// once it did, the batch waits for it (a commit is bounded by the
+	// deadline and its abort), so a task named in a BatchTimeoutError
+	// never committed anything of the batch.
+	var (
+		phaseMu    sync.Mutex
+		abandoned  bool
+		committing = make(map[int32]bool, len(byTask))
+	)
 	for n, trecs := range byTask {
 		t := rn.tasks[n]
 		go func() {
 			b, err := t.Process(bctx, trecs, rn.sem)
 			if err == nil && !b.Empty() {
+				phaseMu.Lock()
+				if abandoned {
+					phaseMu.Unlock()
+					return // discarded; the result is nobody's
+				}
+				committing[n] = true
+				phaseMu.Unlock()
 				err = t.Commit(bctx, b)
 			}
 			results <- result{t, b, err}
 		}()
 	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	reported := make(map[int32]bool, len(byTask))
+	var (
+		timedOut []int32
+		got      []result
+	)
+	take := func(res result) {
+		n := res.t.Partition()
+		reported[n] = true
+		phaseMu.Lock()
+		inCommit := committing[n]
+		phaseMu.Unlock()
+		if !inCommit && res.err != nil && bctx.Err() != nil && errors.Is(res.err, context.DeadlineExceeded) {
+			timedOut = append(timedOut, n) // the transform honored the deadline
+			return
+		}
+		got = append(got, res)
+	}
+	for len(reported) < len(byTask) {
+		select {
+		case res := <-results:
+			take(res)
+			continue
+		case <-timer.C:
+		}
+		// A transform that ignores ctx would hold the batch lock (and
+		// so every rebalance) forever: stop waiting for the tasks still
+		// in Process. Their goroutines are abandoned: they never reach
+		// Commit, and find their tasks closed by the teardown that
+		// follows. See BatchTimeout.
+		phaseMu.Lock()
+		abandoned = true
+		var wait []int32
+		for n := range byTask {
+			switch {
+			case reported[n]:
+			case committing[n]:
+				wait = append(wait, n)
+			default:
+				timedOut = append(timedOut, n)
+			}
+		}
+		phaseMu.Unlock()
+		for !allReported(reported, wait) {
+			res := <-results
+			if n := res.t.Partition(); slices.Contains(wait, n) {
+				take(res)
+			}
+		}
+		break
+	}
+	if len(timedOut) > 0 {
+		slices.Sort(timedOut)
+		first := map[int32]map[string]int64{}
+		for _, n := range timedOut {
+			first[n] = map[string]int64{}
+			for _, rec := range byTask[n] {
+				if o, ok := first[n][rec.Topic]; !ok || rec.Offset < o {
+					first[n][rec.Topic] = rec.Offset
+				}
+			}
+		}
+		// Errors of the other tasks are reported too; no offset is
+		// committed outside a transaction: Run ends here.
+		var errs []error
+		for _, res := range got {
+			if res.err != nil {
+				errs = append(errs, res.err)
+			}
+		}
+		return errors.Join(&BatchTimeoutError{Partitions: timedOut, Timeout: c.batchTimeout, FirstOffsets: first}, errors.Join(errs...))
+	}
+
 	var (
 		errs  []error
 		empty = map[string]map[int32]kgo.EpochOffset{}
 	)
-	for range byTask {
-		res := <-results
+	for _, res := range got {
 		if res.err != nil {
 			errs = append(errs, res.err)
 			continue
@@ -322,6 +414,15 @@ func (rn *run) batch(ctx context.Context, recs []*kgo.Record) error {
 		return fmt.Errorf("runner: %w", err)
 	}
 	return nil
+}
+
+func allReported(reported map[int32]bool, ns []int32) bool {
+	for _, n := range ns {
+		if !reported[n] {
+			return false
+		}
+	}
+	return true
 }
 
 func (rn *run) commitDirect(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {

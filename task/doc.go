@@ -27,5 +27,9 @@
 //
 // A Task is used by one goroutine at a time (the runner's batch lock);
 // different tasks run concurrently. Process runs the transform concurrently
-// across state keys.
+// across state keys, and recovers a panic in user code (transform, state-key
+// function, codec) into a *ProcessError whose Err is a *PanicError. Close may
+// run while a Process abandoned by its caller is still in user code: the
+// task then refuses the store read and the Commit that would follow, so an
+// abandoned batch never becomes visible. Close aborts an open transaction.
 package task

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -56,7 +57,19 @@ type Task struct {
 	store    *store.Store
 	proc     Processor
 	topicIdx map[string]int
+
+	// mu guards closed against the producer and the store: Commit and
+	// store reads hold it shared, Close exclusively. A batch abandoned by
+	// the runner (BatchTimeout) may finish after Close; it then finds the
+	// task closed and touches neither.
+	mu     sync.RWMutex
+	closed bool
 }
+
+// ErrClosed is returned by Commit (and by Process for a store read) after
+// Close: the task was torn down, for instance because its batch outlived
+// BatchTimeout and was abandoned. Nothing of the batch was produced.
+var ErrClosed = errors.New("task: closed")
 
 // ProcessError is a transform error. The task's batch was not committed:
 // nothing of it is visible and its offsets did not advance, so the record is
@@ -75,6 +88,62 @@ func (e *ProcessError) Error() string {
 }
 
 func (e *ProcessError) Unwrap() error { return e.Err }
+
+// PanicError is a panic in user code (the transform, the state-key function
+// or a state codec), recovered by the task. It is the Err of a
+// *ProcessError naming the record, so it is handled like an error the
+// transform returned: the batch is aborted and Run ends with it.
+type PanicError struct {
+	// Value is the value passed to panic.
+	Value any
+	// Stack is the stack of the panicking goroutine.
+	Stack []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("panic: %v\n%s", e.Value, e.Stack)
+}
+
+// Unwrap returns the panic value when it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// recovered turns a recovered panic value into a *PanicError.
+func recovered(v any) error {
+	return &PanicError{Value: v, Stack: debug.Stack()}
+}
+
+// stateKey calls the processor's state-key function, recovering a panic.
+func (t *Task) stateKey(rec *transformer.Record) (key []byte, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = recovered(v)
+		}
+	}()
+	return t.proc.StateKey(rec), nil
+}
+
+// process calls the processor for one record, recovering a panic.
+func (t *Task) process(ctx context.Context, rec *transformer.Record, state []byte, found bool) (res transformer.Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = recovered(v)
+		}
+	}()
+	return t.proc.Process(ctx, rec, state, found)
+}
+
+// get reads key from the store, unless the task is closed.
+func (t *Task) get(key []byte) ([]byte, bool, error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed {
+		return nil, false, ErrClosed
+	}
+	return t.store.Get(key)
+}
 
 // Start creates the task's transactional producer and fences every previous
 // owner of its transactional ID (step 1). It opens no store yet.
@@ -122,17 +191,38 @@ func (t *Task) Restore(ctx context.Context, adm *kadm.Client) error {
 	return nil
 }
 
-// Close closes the producer (aborting nothing: an open transaction is
-// aborted by the next owner's fence or the transaction timeout) and the
-// store. A second Close is a no-op.
+// Close aborts the producer's open transaction, if any (bounded by a
+// timeout; if the abort cannot reach the broker, the next owner's fence or
+// the transaction timeout aborts it), closes the producer and closes the
+// store. It waits for a Commit in progress (bounded by the commit's
+// deadline and its abort), but not for a Process: a batch still running
+// user code finds the task closed when it gets to the store or to Commit,
+// and produces nothing. A second Close is a no-op.
 func (t *Task) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	var errs []error
 	if t.producer != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), abortTimeout)
+		if err := t.producer.AbortBufferedRecords(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("task %d: abort buffered records: %w", t.cfg.Partition, err))
+		} else if err := t.producer.EndTransaction(ctx, kgo.TryAbort); err != nil {
+			// A no-op when no transaction is open.
+			errs = append(errs, fmt.Errorf("task %d: abort open transaction: %w", t.cfg.Partition, fencing.Classify(t.txnID, err)))
+		}
+		cancel()
 		t.producer.Close()
 		t.producer = nil
 	}
-	err := t.store.Close()
+	if err := t.store.Close(); err != nil {
+		errs = append(errs, err)
+	}
 	t.store = nil
-	return err
+	return errors.Join(errs...)
 }
 
 // Batch is the processed, not yet committed, result of one batch of a task.
@@ -201,7 +291,10 @@ func (t *Task) Process(ctx context.Context, recs []*kgo.Record, sem chan struct{
 	byKey := make(map[string]*bucket)
 	for _, r := range ordered {
 		rec := toRecord(r)
-		key := t.proc.StateKey(rec)
+		key, err := t.stateKey(rec)
+		if err != nil {
+			return nil, &ProcessError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Err: err}
+		}
 		if stateful && len(key) == 0 {
 			return nil, &ProcessError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key,
 				Err: errors.New("record has an empty state key; a stateful transformer needs one (set transformer.StateKey)")}
@@ -218,6 +311,11 @@ func (t *Task) Process(ctx context.Context, recs []*kgo.Record, sem chan struct{
 
 	var wg sync.WaitGroup
 	for _, bk := range buckets {
+		// A spent deadline wins over a free slot: the batch is over.
+		if err := ctx.Err(); err != nil {
+			wg.Wait()
+			return nil, fmt.Errorf("task %d: %w", t.cfg.Partition, err)
+		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -256,14 +354,14 @@ func (t *Task) runBucket(ctx context.Context, bk *bucket, stateful bool) {
 	)
 	if stateful {
 		var err error
-		cur, found, err = t.store.Get(bk.key)
+		cur, found, err = t.get(bk.key)
 		if err != nil {
 			bk.err = fmt.Errorf("task %d: %w", t.cfg.Partition, err)
 			return
 		}
 	}
 	for i, r := range bk.recs {
-		res, err := t.proc.Process(ctx, bk.in[i], cur, found)
+		res, err := t.process(ctx, bk.in[i], cur, found)
 		if err != nil {
 			bk.err = &ProcessError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Err: err}
 			return
@@ -307,6 +405,11 @@ func (t *Task) Commit(ctx context.Context, b *Batch) error {
 	}
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed {
+		return fmt.Errorf("task %d: batch not committed: %w", t.cfg.Partition, ErrClosed)
+	}
 	cl := t.producer
 
 	if err := cl.BeginTransaction(); err != nil {
@@ -327,11 +430,11 @@ func (t *Task) Commit(ctx context.Context, b *Batch) error {
 		offDur = time.Since(began)
 		offsetsErr <- err
 	}()
-	produceErr := cl.ProduceSync(ctx, recs...).FirstErr()
+	produceErr := firstProduceErr(cl.ProduceSync(ctx, recs...))
 	prodDur := time.Since(began)
 	offErr := <-offsetsErr
 	if produceErr != nil {
-		return t.abort(ctx, fmt.Errorf("task %d: produce: %w", t.cfg.Partition, fencing.Classify(t.txnID, produceErr)))
+		return t.abort(ctx, fmt.Errorf("task %d: %w", t.cfg.Partition, fencing.Classify(t.txnID, produceErr)))
 	}
 	if offErr != nil {
 		return t.abort(ctx, fmt.Errorf("task %d: offsets to transaction: %w", t.cfg.Partition, fencing.Classify(t.txnID, offErr)))
@@ -351,6 +454,33 @@ func (t *Task) Commit(ctx context.Context, b *Batch) error {
 		}
 	}
 	return nil
+}
+
+// firstProduceErr returns the error of the first failed record, naming
+// its topic and partition (a record that failed before the partitioner
+// ran, e.g. to a topic the broker does not know, has none).
+func firstProduceErr(rs kgo.ProduceResults) error {
+	var (
+		first  *kgo.ProduceResult
+		failed int
+	)
+	for i := range rs {
+		if rs[i].Err != nil {
+			if first == nil {
+				first = &rs[i]
+			}
+			failed++
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	r := first.Record
+	where := fmt.Sprintf("topic %s partition %d", r.Topic, r.Partition)
+	if r.Partition < 0 {
+		where = fmt.Sprintf("topic %s (no partition assigned)", r.Topic)
+	}
+	return fmt.Errorf("produce to %s failed (%d of %d records of the transaction failed): %w", where, failed, len(rs), first.Err)
 }
 
 func (t *Task) abort(ctx context.Context, cause error) error {
@@ -477,7 +607,9 @@ func toRecord(r *kgo.Record) *transformer.Record {
 }
 
 func toKgo(o transformer.Output) *kgo.Record {
-	r := &kgo.Record{Topic: o.Topic, Key: o.Key, Value: o.Value}
+	// The partitioner sets the partition; -1 until it ran tells a produce
+	// error that none was assigned.
+	r := &kgo.Record{Topic: o.Topic, Partition: -1, Key: o.Key, Value: o.Value}
 	if len(o.Headers) > 0 {
 		r.Headers = make([]kgo.RecordHeader, len(o.Headers))
 		for i, h := range o.Headers {
