@@ -1,0 +1,14 @@
+// Package stage is the engine's side of the stages users build: the
+// interfaces through which the runtime drives a transformer (and an
+// extractor), without the user-facing packages exporting any of it.
+//
+// A user-facing package (transformer, extractor) registers, from its init, a
+// lookup that recognizes its own values through an interface with an
+// unexported method, so only its types match; the runtime finds the engine
+// view of a value a user passed with TransformerOf. Users never import this
+// package, and the engine may change it freely.
+//
+// # Concurrency
+//
+// Registration happens at init; lookups are safe for concurrent use.
+package stage
