@@ -25,11 +25,21 @@
 // the in-flight batch finishes first (rebalances are blocked while a batch
 // runs), then every task is torn down. Errors inside group callbacks end Run.
 //
+// # State directory
+//
+// Task N keeps its store in {StateDir}/{application id}/{N}, locked by the
+// task for as long as it runs (see package store): instances on one host
+// may share a state directory, but a store another process still holds (a
+// paused zombie) is never wiped; the new owner waits up to 5s and then
+// fails with store.ErrLocked. A store is kept after its task moves away and
+// deleted once unused for StoreRetention (default 24h).
+//
 // # Errors
 //
 // Run ends at the first error: a transform error (*task.ProcessError naming
 // topic, partition and offset), a fence (fencing.ErrFenced: another instance
-// owns the task now), or a broker error. The failed task's transaction is
+// owns the task now), a store still held by another process
+// (store.ErrLocked), or a broker error. The failed task's transaction is
 // aborted, nothing of its batch is visible, and its offsets did not move;
 // restarting the process replays from the last committed offset. There is
 // no retry inside Run: let it crash, and let the orchestrator restart it.
