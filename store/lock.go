@@ -33,7 +33,7 @@ type LockedError struct {
 
 func (e *LockedError) Error() string {
 	return fmt.Sprintf("store: %s is locked by another opener (lock file %s, waited %v): "+
-		"another process or runner holds this task's store; state directories must not be shared by instances running the same task",
+		"another process or Store still holds this store, e.g. a second instance or a paused zombie owning the same task",
 		e.Dir, lockPath(e.Dir), e.Waited.Round(time.Millisecond))
 }
 
