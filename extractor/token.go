@@ -207,7 +207,7 @@ func (tk *token) init(rn *run) error {
 	if err != nil {
 		return fmt.Errorf("token %d: %w", tk.n, err)
 	}
-	st, err := store.Open(store.Dir(c.stateDir, c.appID, tk.n))
+	st, err := store.Open(tk.ctx, store.Dir(c.stateDir, c.appID, tk.n), store.Options{Logger: c.logger})
 	if err != nil {
 		cl.Close()
 		return fmt.Errorf("token %d: %w", tk.n, err)

@@ -69,7 +69,7 @@ func TestRestoreStopsAtLastStableOffset(t *testing.T) {
 			require.Equal(t, openFirst, lso, "last stable offset is the open transaction's first offset")
 			require.Less(t, lso, c.EndOffsets(t, topic)[p])
 
-			st, err := store.Open(t.TempDir())
+			st, err := store.Open(context.Background(), t.TempDir(), store.Options{})
 			require.NoError(t, err)
 			t.Cleanup(func() { st.Close() })
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -80,7 +80,7 @@ func TestRestoreStopsAtLastStableOffset(t *testing.T) {
 			require.Equal(t, map[string]string{"k1": "c1b", "k2": "c2"}, contents(t, st))
 
 			// The empty partition restores to nothing at once.
-			st0, err := store.Open(t.TempDir())
+			st0, err := store.Open(context.Background(), t.TempDir(), store.Options{})
 			require.NoError(t, err)
 			t.Cleanup(func() { st0.Close() })
 			n, err = changelog.Restore(ctx, c.Adm, topic, 0, st0, kgo.SeedBrokers(c.Brokers...))

@@ -33,6 +33,7 @@ type cfg struct {
 	consumerOpts  []kgo.Opt
 	logger        *slog.Logger
 	sessionTimout time.Duration
+	retention     time.Duration
 }
 
 func defaults() cfg {
@@ -44,6 +45,7 @@ func defaults() cfg {
 		concurrency:   64,
 		replication:   -1,
 		sessionTimout: 10 * time.Second,
+		retention:     24 * time.Hour,
 	}
 }
 
@@ -66,6 +68,19 @@ func InputTopics(topics ...string) Opt { return opt(func(c *cfg) { c.inputs = to
 // application lives in {dir}/{application id}/{N}. Default
 // $TMPDIR/flechtwerk. Stateless transformers create nothing there.
 func StateDir(dir string) Opt { return opt(func(c *cfg) { c.stateDir = dir }) }
+
+// StoreRetention sets how long the store of a task this instance no longer
+// runs is kept in the state directory: a kept store is what a warm restart
+// of the task would start from. Stores of the application
+// ({dir}/{application id}/{N}) unused for longer are deleted at the start
+// of Run and then periodically (every retention/4, at least every minute
+// and at most every hour); a store that is open, in this process or
+// another, is never deleted. 0 deletes every store as soon as nobody holds
+// it; negative keeps stores forever. Default 24h, Kafka's default
+// delete.retention.ms: an older store cannot be trusted against its
+// changelog anyway, since tombstones written after it may have been cleaned
+// away.
+func StoreRetention(d time.Duration) Opt { return opt(func(c *cfg) { c.retention = d }) }
 
 // MaxPollRecords caps the records of one batch (Kafka's max.poll.records).
 // Default 500.

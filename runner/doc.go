@@ -25,6 +25,15 @@
 // the in-flight batch finishes first (rebalances are blocked while a batch
 // runs), then every task is torn down. Errors inside group callbacks end Run.
 //
+// # State directory
+//
+// Task N keeps its store in {StateDir}/{application id}/{N}, locked by the
+// task for as long as it runs (see package store): instances on one host
+// may share a state directory, but a store another process still holds (a
+// paused zombie) is never wiped; the new owner waits up to 5s and then
+// fails with store.ErrLocked. A store is kept after its task moves away and
+// deleted once unused for StoreRetention (default 24h).
+//
 // # Errors
 //
 // Run ends at the first error: a transform error (*task.ProcessError naming
@@ -32,7 +41,8 @@
 // function or a codec (recovered into a *task.ProcessError whose Err is a
 // *task.PanicError with the stack), a batch that outlived BatchTimeout
 // (*BatchTimeoutError), a fence (fencing.ErrFenced: another instance owns
-// the task now), the loss of the group session, or a broker error (a
+// the task now), a store still held by another process (store.ErrLocked),
+// the loss of the group session, or a broker error (a
 // produce error names the record's topic and partition). The failed task's
 // transaction is aborted, nothing of its batch is visible, and its offsets
 // did not move; before Run returns, every task's producer aborts its open

@@ -101,6 +101,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 	}
 
+	defer r.pruneStores(ctx)()
+
 	rn := &run{
 		r:          r,
 		adm:        adm,

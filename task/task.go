@@ -176,7 +176,7 @@ func (t *Task) Restore(ctx context.Context, adm *kadm.Client) error {
 	if !t.proc.Stateful() {
 		return nil
 	}
-	st, err := store.Open(store.Dir(t.cfg.StateDir, t.cfg.ApplicationID, t.cfg.Partition))
+	st, err := store.Open(ctx, store.Dir(t.cfg.StateDir, t.cfg.ApplicationID, t.cfg.Partition), store.Options{Logger: t.cfg.Logger})
 	if err != nil {
 		return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
 	}

@@ -274,7 +274,7 @@ func (h *harness) checkRestore(ctx context.Context, res *result) bool {
 	found := make([]bool, cfg.keys)
 	ok := true
 	for p := range cfg.partitions {
-		st, err := store.Open(filepath.Join(h.dir, "verify-restore", strconv.Itoa(int(p))))
+		st, err := store.Open(ctx, filepath.Join(h.dir, "verify-restore", strconv.Itoa(int(p))), store.Options{})
 		if err != nil {
 			res.problems = append(res.problems, err.Error())
 			return false

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -249,7 +250,7 @@ func restoreBench(ctx context.Context, e *env, n int) (*restoreResult, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	st, err := store.Open(dir)
+	st, err := store.Open(ctx, filepath.Join(dir, "0"), store.Options{})
 	if err != nil {
 		return nil, err
 	}
