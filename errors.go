@@ -3,6 +3,7 @@ package flechtwerk
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 )
 
 // Code is the stable identifier of a configuration (or runtime) error. Codes never change
@@ -109,4 +110,30 @@ func (e *ConfigError) Error() string {
 func (e *ConfigError) Is(target error) bool {
 	t, ok := target.(*ConfigError)
 	return ok && t.Code == e.Code
+}
+
+// PanicError is a panic in user code (a transform, a state-key function, a
+// codec, a poll function, a config decoder or enrich hook), recovered by the
+// runtime. It is handled like an error the user code returned: it is the
+// Err of the error that names the record or config (a
+// *transformer.ProcessError, an *extractor.PollError, a
+// *configtopic.RecordError), the open transaction is aborted, and Run ends.
+type PanicError struct {
+	// Value is the value passed to panic.
+	Value any
+	// Stack is the stack of the panicking goroutine.
+	Stack []byte
+}
+
+// Recovered returns a *PanicError for a value recover returned, with the
+// current goroutine's stack. Call it in the deferred function that
+// recovered.
+func Recovered(v any) *PanicError { return &PanicError{Value: v, Stack: debug.Stack()} }
+
+func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v\n%s", e.Value, e.Stack) }
+
+// Unwrap returns the panic value when it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
 }
