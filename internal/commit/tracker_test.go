@@ -320,7 +320,6 @@ func TestChangedCoalesces(t *testing.T) {
 	}, EpochOffsets(tr.All()))
 }
 
-
 func TestRevoke(t *testing.T) {
 	tr := newTracker(t)
 	tr.Assign(tp0, -1)
