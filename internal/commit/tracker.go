@@ -261,7 +261,8 @@ func (p *partition) grow() {
 // below next has been fetched, and those not registered (transaction
 // markers, compacted gaps, skipped records) will never be. With nothing
 // outstanding the committable offset becomes next. A next at or below the
-// current position is ignored.
+// current position is ignored. Call it after registering the records of a
+// poll: a record below next can no longer be registered.
 func (t *Tracker) Advance(tp TopicPartition, next int64) error {
 	p, err := t.lookup(tp)
 	if err != nil {
