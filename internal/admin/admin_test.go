@@ -89,6 +89,12 @@ func TestDescribeShowsTasksAndLag(t *testing.T) {
 	require.True(t, d.Changelog.Exists)
 	require.Len(t, d.Changelog.Partitions, 2)
 	require.Positive(t, d.Changelog.Records)
+	if c.Real {
+		require.NotNil(t, d.Changelog.Bytes, "Kafka reports log dir sizes")
+		require.Positive(t, *d.Changelog.Bytes)
+	} else if d.Changelog.Bytes == nil {
+		require.Contains(t, strings.Join(d.Notes, "\n"), "changelog bytes not available", "a missing size is explained")
+	}
 	require.Len(t, d.Transactions, 2)
 	for _, tx := range d.Transactions {
 		require.Empty(t, tx.Err, tx.TransactionalID)

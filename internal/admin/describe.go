@@ -366,6 +366,10 @@ func (d *Description) describeChangelog(ctx context.Context, adm *kadm.Client) e
 			size[p] = max(size[p], dp.Size)
 		}
 	})
+	if len(size) == 0 {
+		d.Notes = append(d.Notes, fmt.Sprintf("changelog bytes not available: DescribeLogDirs listed no replica of %s", topic))
+		return nil
+	}
 	var total int64
 	for i := range d.Changelog.Partitions {
 		if b, ok := size[d.Changelog.Partitions[i].Partition]; ok {
@@ -446,9 +450,9 @@ func printDescription(w io.Writer, d *Description) {
 
 	if len(d.Tasks) > 0 {
 		tw := table(w)
-		fmt.Fprintln(tw, "TASK\tTRANSACTIONAL ID\tHELD BY\tHOST")
+		fmt.Fprintln(tw, "TASK\tTRANSACTIONAL ID\tHELD BY MEMBER\tCLIENT ID\tHOST")
 		for _, t := range d.Tasks {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", t.Task, t.TransactionalID, orDash(t.ClientID+" "+t.MemberID), orDash(t.Host))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", t.Task, t.TransactionalID, orDash(t.MemberID), orDash(t.ClientID), orDash(t.Host))
 		}
 		tw.Flush()
 		fmt.Fprintln(w)
