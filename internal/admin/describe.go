@@ -222,7 +222,17 @@ func cmpErr(err, def error) error {
 }
 
 func describeGroup(ctx context.Context, adm *kadm.Client, app string) (Group, error) {
-	gs, err := adm.DescribeGroups(ctx, app)
+	var gs kadm.DescribedGroups
+	err := retrying(ctx, func() (err error) {
+		gs, err = adm.DescribeGroups(ctx, app)
+		if err == nil {
+			err = gs[app].Err
+			if errors.Is(err, kerr.GroupIDNotFound) {
+				err = nil
+			}
+		}
+		return err
+	})
 	if err != nil {
 		return Group{}, fmt.Errorf("describing group %s: %w", app, err)
 	}
@@ -257,7 +267,11 @@ func describeGroup(ctx context.Context, adm *kadm.Client, app string) (Group, er
 // committedOffsets returns the group's committed offsets (none for a group
 // that does not exist).
 func committedOffsets(ctx context.Context, adm *kadm.Client, app string) (kadm.Offsets, error) {
-	resp, err := adm.FetchOffsets(ctx, app)
+	var resp kadm.OffsetResponses
+	err := retrying(ctx, func() (err error) {
+		resp, err = adm.FetchOffsets(ctx, app)
+		return err
+	})
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		return kadm.Offsets{}, nil
 	}
@@ -348,7 +362,11 @@ func (d *Description) describeChangelog(ctx context.Context, adm *kadm.Client) e
 	slices.SortFunc(d.Changelog.Partitions, func(a, b ChangelogPartition) int { return int(a.Partition - b.Partition) })
 
 	// Bytes on disk, one replica per partition (the largest).
-	dirs, err := adm.DescribeAllLogDirs(ctx, kadm.TopicsSet{topic: nil})
+	set := kadm.TopicsSet{}
+	for _, p := range d.Changelog.Partitions {
+		set.Add(topic, p.Partition)
+	}
+	dirs, err := adm.DescribeAllLogDirs(ctx, set)
 	if err == nil {
 		dirs.Each(func(ld kadm.DescribedLogDir) {
 			if ld.Err != nil && err == nil {
@@ -398,7 +416,11 @@ func (d *Description) describeTransactions(ctx context.Context, adm *kadm.Client
 // Transactional IDs the coordinator does not know are listed with state
 // "Unknown" (a task that never ran, or an expired ID).
 func describeTransactions(ctx context.Context, adm *kadm.Client, ids []string) ([]Transaction, error) {
-	dt, err := adm.DescribeTransactions(ctx, ids...)
+	var dt kadm.DescribedTransactions
+	err := retrying(ctx, func() (err error) {
+		dt, err = adm.DescribeTransactions(ctx, ids...)
+		return err
+	})
 	if err != nil && len(dt) == 0 {
 		return nil, err
 	}
@@ -553,4 +575,28 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// retrying calls fn until it returns nil or an error that is not
+// retriable (a coordinator still loading or moving, as on a fresh
+// cluster), or ctx ends.
+func retrying(ctx context.Context, fn func() error) error {
+	backoff := 50 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil || !retriable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+func retriable(err error) bool {
+	return errors.Is(err, kerr.CoordinatorNotAvailable) || errors.Is(err, kerr.CoordinatorLoadInProgress) ||
+		errors.Is(err, kerr.NotCoordinator)
 }
