@@ -517,6 +517,8 @@ func printDescription(w io.Writer, d *Description) {
 
 	if len(d.Transactions) > 0 {
 		printTransactions(w, d.Transactions)
+	}
+	if len(d.Notes) > 0 {
 		fmt.Fprintln(w)
 	}
 	for _, n := range d.Notes {
