@@ -1,0 +1,157 @@
+package admin
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/changelog"
+	"github.com/flechtwerk/flechtwerk/extractor"
+	"github.com/flechtwerk/flechtwerk/store"
+)
+
+// StateValue is the result of state get APP KEY (its --json form).
+type StateValue struct {
+	App       string `json:"app"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// PartitionFrom is "hash" (murmur2 of the key over the changelog's
+	// partitions) or "flag" (--partition).
+	PartitionFrom string `json:"partition_from"`
+	Key           string `json:"key"`
+	Found         bool   `json:"found"`
+	// ReadTo is the last stable offset the partition was read up to.
+	ReadTo int64 `json:"read_to"`
+	// Value is the value when it is JSON (the default state codec);
+	// otherwise ValueString (UTF-8) or ValueBase64 holds it.
+	Value       json.RawMessage `json:"value,omitempty"`
+	ValueString *string         `json:"value_string,omitempty"`
+	ValueBase64 []byte          `json:"value_base64,omitempty"`
+
+	raw []byte
+}
+
+func stateGetCmd(ctx context.Context, args []string, env Env) error {
+	var c common
+	fs := newFlags("state get", env, &c)
+	partition := fs.Int("partition", -1, "changelog partition to read (default: murmur2 hash of KEY over the changelog's partitions)")
+	isHex := fs.Bool("hex", false, "KEY is hex encoded")
+	pos, err := parse(fs, args, 2, "APP KEY")
+	if err != nil {
+		return err
+	}
+	app, key := pos[0], []byte(pos[1])
+	if *isHex {
+		if key, err = hex.DecodeString(pos[1]); err != nil {
+			return usagef("state get: KEY %q is not hex: %v", pos[1], err)
+		}
+	}
+	if *partition < -1 || *partition > 1<<31-1 {
+		return usagef("state get: --partition %d out of range", *partition)
+	}
+	adm, closeFn, err := c.connect()
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	opts, _ := c.opts()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	sv, err := GetState(ctx, adm, app, key, int32(*partition), opts...)
+	if err != nil {
+		return fmt.Errorf("state get %s (brokers %s): %w", app, c.brokers, err)
+	}
+	if c.json {
+		if err := writeJSON(env.Stdout, sv); err != nil {
+			return err
+		}
+	} else if sv.Found {
+		if _, err := env.Stdout.Write(append(sv.raw, '\n')); err != nil {
+			return err
+		}
+	}
+	if !sv.Found {
+		return fmt.Errorf("state get %s: key %q has no committed state in %s partition %d (read to offset %d; partition chosen by %s — use --partition if the state key is not the record key or inputs are not written with the default partitioner)",
+			app, key, sv.Topic, sv.Partition, sv.ReadTo, sv.PartitionFrom)
+	}
+	return nil
+}
+
+// GetState reads key's committed state of application app from its
+// changelog partition: partition if it is not negative, else the partition
+// Kafka's default partitioner (murmur2) puts key on among the changelog's
+// partitions. That is the task's partition when the state key is the
+// record key and the inputs were written with the default partitioner.
+//
+// The partition is read read_committed from the log start to the last
+// stable offset (through changelog.Restore into a temporary store): the
+// last write wins, a tombstone means absent. opts are the read client's
+// options (seed brokers).
+func GetState(ctx context.Context, adm *kadm.Client, app string, key []byte, partition int32, opts ...kgo.Opt) (*StateValue, error) {
+	topic := changelog.Topic(app)
+	td, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("listing changelog topic %s: %w", topic, err)
+	}
+	d, ok := td[topic]
+	if !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return nil, fmt.Errorf("changelog topic %s does not exist (a stateless application, a wrong APP, or deleted by reset --state)", topic)
+	}
+	if d.Err != nil {
+		return nil, fmt.Errorf("listing changelog topic %s: %w", topic, d.Err)
+	}
+	n := int32(len(d.Partitions))
+	sv := &StateValue{App: app, Topic: topic, Key: string(key), Partition: partition, PartitionFrom: "flag"}
+	if partition < 0 {
+		sv.Partition, sv.PartitionFrom = extractor.Token(key, n), "hash"
+	} else if partition >= n {
+		return nil, fmt.Errorf("--partition %d: changelog topic %s has %d partitions", partition, topic, n)
+	}
+	lso, err := listOffsets(ctx, "last stable", adm.ListCommittedOffsets, topic)
+	if err != nil {
+		return nil, err
+	}
+	if o, ok := lso.Lookup(topic, sv.Partition); ok {
+		sv.ReadTo = o.Offset
+	}
+
+	dir, err := os.MkdirTemp("", "flechtwerk-state-*")
+	if err != nil {
+		return nil, fmt.Errorf("temporary store directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	st, err := store.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("temporary store in %s: %w", dir, err)
+	}
+	defer st.Close()
+	if _, err := changelog.Restore(ctx, adm, topic, sv.Partition, st, opts...); err != nil {
+		return nil, fmt.Errorf("reading %s partition %d: %w", topic, sv.Partition, err)
+	}
+	v, found, err := st.Get(key)
+	if err != nil {
+		return nil, fmt.Errorf("reading key %q from the store of %s partition %d: %w", key, topic, sv.Partition, err)
+	}
+	if !found {
+		return sv, nil
+	}
+	sv.Found, sv.raw = true, v
+	switch {
+	case json.Valid(v):
+		sv.Value = v
+	case utf8.Valid(v):
+		s := string(v)
+		sv.ValueString = &s
+	default:
+		sv.ValueBase64 = v
+	}
+	return sv, nil
+}
