@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -128,7 +129,7 @@ func GetState(ctx context.Context, adm *kadm.Client, app string, key []byte, par
 		return nil, fmt.Errorf("temporary store directory: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	st, err := store.Open(dir)
+	st, err := store.Open(ctx, filepath.Join(dir, "store"), store.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("temporary store in %s: %w", dir, err)
 	}
