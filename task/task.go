@@ -16,17 +16,9 @@ import (
 
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/fencing"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/store"
-	"github.com/flechtwerk/flechtwerk/transformer"
 )
-
-// Processor is what a task runs per record; *transformer.Transformer
-// implements it.
-type Processor interface {
-	Stateful() bool
-	StateKey(rec *transformer.Record) []byte
-	Process(ctx context.Context, rec *transformer.Record, state []byte, found bool) (transformer.Result, error)
-}
 
 // Config describes one task.
 type Config struct {
@@ -53,7 +45,7 @@ type Task struct {
 	txnID    string
 	producer *kgo.Client
 	store    *store.Store
-	proc     Processor
+	proc     stage.Transformer
 	topicIdx map[string]int
 
 	// mu guards closed against the producer and the store: Commit and
@@ -71,7 +63,7 @@ var ErrClosed = errors.New("task: closed")
 
 // Start creates the task's transactional producer and fences every previous
 // owner of its transactional ID (step 1). It opens no store yet.
-func Start(ctx context.Context, cfg Config, proc Processor) (*Task, error) {
+func Start(ctx context.Context, cfg Config, proc stage.Transformer) (*Task, error) {
 	txnID := fencing.TransactionalID(cfg.ApplicationID, cfg.Partition)
 	opts := append(slices.Clone(cfg.KafkaOpts), kgo.RecordPartitioner(partitioner{changelog: cfg.Changelog}))
 	cl, err := fencing.Init(ctx, txnID, cfg.TransactionTimeout, opts...)
