@@ -20,6 +20,7 @@ import (
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/internal/group"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/internal/topics"
 	"github.com/flechtwerk/flechtwerk/task"
 )
@@ -27,33 +28,43 @@ import (
 // Runner runs one transformer. Build it with New; Run it once.
 type Runner struct {
 	cfg     cfg
-	proc    task.Processor
+	proc    stage.Transformer
 	started atomic.Bool
 }
 
 // ErrRunTwice is returned by a second call of Run on the same Runner.
 var ErrRunTwice = errors.New("runner: Run called twice; build a new Runner with New")
 
-// New checks the configuration and returns a Runner. Every problem is
+// Stage is a stage a Runner runs: a *transformer.Transformer or an
+// *extractor.Extractor. Values of other types are reported by New with
+// flechtwerk.CodeInvalidTransformer.
+type Stage interface{ Validate() error }
+
+// New checks the configuration and returns a Runner for s. Every problem is
 // reported at once as *flechtwerk.ConfigError values joined with
 // errors.Join; New does no I/O. Problems that need the cluster (missing
 // topics, partition counts, the changelog) are reported by Run before
 // anything is consumed.
-func New(proc task.Processor, opts ...Opt) (*Runner, error) {
+func New(s Stage, opts ...Opt) (*Runner, error) {
 	c := defaults()
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	var errs []error
-	if proc == nil {
+	var (
+		errs []error
+		proc stage.Transformer
+	)
+	if s == nil {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "transformer", "transformer is nil"))
+	} else if t, ok := stage.TransformerOf(s); !ok {
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "transformer",
+			"%T is not a stage runner.New runs (a *transformer.Transformer)", s))
 	} else {
-		if v, ok := proc.(interface{ Validate() error }); ok {
-			if err := v.Validate(); err != nil {
-				errs = append(errs, err)
-			}
+		proc = t
+		if err := t.Validate(); err != nil {
+			errs = append(errs, err)
 		}
-		if err := c.validate(proc.Stateful()); err != nil {
+		if err := c.validate(t.Stateful()); err != nil {
 			errs = append(errs, err)
 		}
 	}
