@@ -2,6 +2,7 @@ package extractor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 
@@ -41,7 +42,7 @@ type Func[C, S any] func(ctx context.Context, cfg Config[C], cursor S, out *Emit
 // be kept after the call returns.
 type Emitter[S any] struct {
 	p     pollstage.Page
-	codec transformer.StateCodec[S]
+	codec transformer.Codec[S]
 	had   bool
 }
 
@@ -98,7 +99,7 @@ func (e *Emitter[S]) Commit(ctx context.Context, cursor S) error {
 // with runner.New.
 type Extractor[C, S any] struct {
 	fn     Func[C, S]
-	codec  transformer.StateCodec[S]
+	codec  transformer.Codec[S]
 	config configtopic.Decoder[C]
 	enrich configtopic.EnrichFunc[C]
 	err    error
@@ -119,8 +120,8 @@ func (o exOpt) apply(c *exCfg) { o(c) }
 
 // CursorCodec sets the codec of the cursor state in the changelog. Default
 // transformer.JSON[S](). Its type must be the extractor's cursor type; a
-// mismatch is reported by NewRunner with flechtwerk.CodeInvalidTransformer.
-func CursorCodec[S any](c transformer.StateCodec[S]) Opt {
+// mismatch is reported by runner.New with flechtwerk.CodeInvalidTransformer.
+func CursorCodec[S any](c transformer.Codec[S]) Opt {
 	return exOpt(func(cf *exCfg) { cf.codec = c })
 }
 
@@ -139,7 +140,9 @@ func Enrich[C any](fn configtopic.EnrichFunc[C]) Opt {
 	return exOpt(func(cf *exCfg) { cf.enrich = fn })
 }
 
-// New returns an extractor over config type C and cursor type S.
+// New returns an extractor over config type C and cursor type S. Every
+// problem found (a nil function, a codec, decoder or hook of another type)
+// is reported by Validate, joined with errors.Join.
 func New[C, S any](fn Func[C, S], opts ...Opt) *Extractor[C, S] {
 	var c exCfg
 	for _, o := range opts {
@@ -150,14 +153,18 @@ func New[C, S any](fn Func[C, S], opts ...Opt) *Extractor[C, S] {
 		zeroC C
 		zeroS S
 	)
+	var errs []error
+	if fn == nil {
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Func", "poll function is nil"))
+	}
 	switch codec := c.codec.(type) {
 	case nil:
 		x.codec = transformer.JSON[S]()
-	case transformer.StateCodec[S]:
+	case transformer.Codec[S]:
 		x.codec = codec
 	default:
-		x.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "CursorCodec",
-			"codec %T does not encode the cursor type %T", codec, zeroS)
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "CursorCodec",
+			"codec %T does not encode the cursor type %T", codec, zeroS))
 	}
 	switch d := c.config.(type) {
 	case nil:
@@ -165,25 +172,40 @@ func New[C, S any](fn Func[C, S], opts ...Opt) *Extractor[C, S] {
 	case configtopic.Decoder[C]:
 		x.config = d
 	default:
-		x.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "ConfigCodec",
-			"decoder %T does not decode the config type %T", d, zeroC)
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "ConfigCodec",
+			"decoder %T does not decode the config type %T", d, zeroC))
 	}
 	switch e := c.enrich.(type) {
 	case nil:
 	case configtopic.EnrichFunc[C]:
 		x.enrich = e
 	default:
-		x.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Enrich",
-			"enrich hook %T does not take the config type %T", e, zeroC)
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Enrich",
+			"enrich hook %T does not take the config type %T", e, zeroC))
 	}
-	if fn == nil {
-		x.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Func", "poll function is nil")
-	}
+	x.err = errors.Join(errs...)
 	return x
 }
 
-// Validate reports a problem found when the extractor was built.
+// Validate reports every problem found when the extractor was built, as
+// *flechtwerk.ConfigError values joined with errors.Join (nil when none).
 func (x *Extractor[C, S]) Validate() error { return x.err }
+
+// boxed carries a decoded config value of type C through the engine, which
+// holds it as an any: unboxing checks the box's type, so a value of type C
+// (even a nil interface value) always comes back, and anything else is an
+// error, not a silent zero value.
+type boxed[C any] struct{ v C }
+
+// unbox returns the config value v holds.
+func unbox[C any](v any) (C, error) {
+	b, ok := v.(boxed[C])
+	if !ok {
+		var zero C
+		return zero, fmt.Errorf("extractor: config value is a %T, not a decoded %T (a config entry of another extractor?)", v, zero)
+	}
+	return b.v, nil
+}
 
 type anyDecoder[C any] struct{ d configtopic.Decoder[C] }
 
@@ -197,7 +219,7 @@ func (a anyDecoder[C]) Decode(b []byte) (v any, err error) {
 	if err != nil {
 		return nil, err
 	}
-	return c, nil
+	return boxed[C]{c}, nil
 }
 
 func (x *Extractor[C, S]) decodeConfig() configtopic.Decoder[any] { return anyDecoder[C]{x.config} }
@@ -212,18 +234,24 @@ func (x *Extractor[C, S]) enrichConfig() configtopic.EnrichFunc[any] {
 				out, err = nil, newPanicError(p)
 			}
 		}()
-		c, _ := v.(C)
+		c, err := unbox[C](v)
+		if err != nil {
+			return nil, err
+		}
 		c, err = x.enrich(ctx, rec, c)
 		if err != nil {
 			return nil, err
 		}
-		return c, nil
+		return boxed[C]{c}, nil
 	}
 }
 
 func (x *Extractor[C, S]) poll(ctx context.Context, e configtopic.Entry[any], cursor []byte, found bool, p pollstage.Page) error {
-	cfg := Config[C]{Record: e.Record}
-	cfg.Config, _ = e.Config.(C)
+	c, err := unbox[C](e.Config)
+	if err != nil {
+		return err
+	}
+	cfg := Config[C]{Record: e.Record, Config: c}
 	var s S
 	if found {
 		var err error

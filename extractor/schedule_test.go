@@ -114,7 +114,7 @@ func TestConsumerOptsCannotOverrideDelivery(t *testing.T) {
 }
 
 // panicCodec is a cursor codec whose Encode panics.
-type panicCodec struct{ transformer.StateCodec[cursor] }
+type panicCodec struct{ transformer.Codec[cursor] }
 
 func (panicCodec) Encode(cursor) ([]byte, error) { panic("encoder exploded") }
 

@@ -36,10 +36,10 @@
 //
 // # Errors
 //
-// Run ends at the first error: a transform error (*task.ProcessError naming
+// Run ends at the first error: a transform error (*transformer.ProcessError naming
 // topic, partition and offset), a panic in the transform, the state-key
-// function or a codec (recovered into a *task.ProcessError whose Err is a
-// *task.PanicError with the stack), a batch that outlived BatchTimeout
+// function or a codec (recovered into a *transformer.ProcessError whose Err is a
+// *flechtwerk.PanicError with the stack), a batch that outlived BatchTimeout
 // (*BatchTimeoutError), a fence (fencing.ErrFenced: another instance owns
 // the task now), a store still held by another process (store.ErrLocked),
 // the loss of the group session, or a broker error (a

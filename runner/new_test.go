@@ -18,7 +18,9 @@ import (
 func TestNewOptionOfOtherKind(t *testing.T) {
 	base := []runner.Opt{runner.SeedBrokers("127.0.0.1:1"), runner.ApplicationID("app")}
 
-	ex := extractor.New(func(context.Context, extractor.Config[struct{}], struct{}, *extractor.Emitter[struct{}]) error { return nil })
+	ex := extractor.New(func(context.Context, extractor.Config[struct{}], struct{}, *extractor.Emitter[struct{}]) error {
+		return nil
+	})
 	_, err := runner.New(ex, append(base, runner.ConfigTopics("cfg"), runner.PollInterval(time.Second),
 		runner.InputTopics("in"), runner.MaxPollRecords(10), runner.Concurrency(0))...)
 	require.ErrorIs(t, err, flechtwerk.ErrInvalidOption)

@@ -9,7 +9,7 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/config"
 	"github.com/flechtwerk/flechtwerk/internal/extract"
 	"github.com/flechtwerk/flechtwerk/internal/pollstage"
-	"github.com/flechtwerk/flechtwerk/task"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 )
 
 // Stage is what a Runner runs: a *transformer.Transformer or an
@@ -24,8 +24,8 @@ type Stage interface {
 type Runner struct {
 	cfg     config.Options
 	kind    config.Kind
-	proc    task.Processor  // a transformer
-	ex      *extract.Engine // an extractor
+	proc    stage.Transformer // a transformer
+	ex      *extract.Engine   // an extractor
 	started atomic.Bool
 }
 
@@ -54,7 +54,7 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 	case x != nil:
 		r.kind = config.Extractor
 	default:
-		proc, ok := s.(task.Processor)
+		proc, ok := stage.TransformerOf(s)
 		if !ok {
 			errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "stage",
 				"%T is neither a *transformer.Transformer nor an *extractor.Extractor", s))

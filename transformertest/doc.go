@@ -27,7 +27,7 @@
 //	n, found, err := transformertest.State[int](d, 0, []byte("fox")) // 2, true, nil
 //
 // A batch is all or nothing: when a transform returns an error, Process
-// returns it (a *task.ProcessError naming the record, as the runtime does)
+// returns it (a *transformer.ProcessError naming the record, as the runtime does)
 // and the Driver is left exactly as before the call: no output, no state
 // change, no offset. In the runtime the error ends Run and the records are
 // redelivered after a restart; with a Driver, call Process again to replay.
