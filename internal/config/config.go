@@ -216,7 +216,7 @@ func (o *Options) Changelog() string { return changelog.Topic(o.ApplicationID) }
 
 // TransactionalID returns the transactional ID of task (or token) n:
 // {application id}-{n}.
-func (o *Options) TransactionalID(n int32) string { return fencing.TransactionalID(o.ApplicationID, n) }
+func (o *Options) TransactionalID(n int32) string { return TransactionalID(o.ApplicationID, n) }
 
 // AppDir returns the directory of the application's stores:
 // {state dir}/{application id}.
@@ -224,4 +224,12 @@ func (o *Options) AppDir() string { return filepath.Join(o.StateDir, o.Applicati
 
 // StoreDir returns the store directory of task (or token) n:
 // {state dir}/{application id}/{n}.
-func (o *Options) StoreDir(n int32) string { return store.Dir(o.StateDir, o.ApplicationID, n) }
+func (o *Options) StoreDir(n int32) string { return StoreDir(o.StateDir, o.ApplicationID, n) }
+
+// TransactionalID returns the transactional ID of task (or token) n of
+// application app: {app}-{n}.
+func TransactionalID(app string, n int32) string { return fencing.TransactionalID(app, n) }
+
+// StoreDir returns the store directory of task (or token) n of application
+// app under stateDir: {stateDir}/{app}/{n}.
+func StoreDir(stateDir, app string, n int32) string { return store.Dir(stateDir, app, n) }
