@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flechtwerk/flechtwerk/internal/group"
+
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/task"
 )
@@ -82,12 +84,7 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 	c := &rn.r.cfg
 	cl.PauseFetchPartitions(assigned)
 
-	held := map[int32]int{}
-	for _, ps := range assigned {
-		for _, p := range ps {
-			held[p]++
-		}
-	}
+	held := group.Held(assigned)
 	var ns []int32
 	for n, k := range held {
 		if n >= rn.partitions {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/internal/group"
+	"github.com/flechtwerk/flechtwerk/internal/latch"
 	"github.com/flechtwerk/flechtwerk/internal/topics"
 	"github.com/flechtwerk/flechtwerk/task"
 )
@@ -113,30 +114,16 @@ type run struct {
 	revoking      bool
 	cancelRestore context.CancelFunc
 
-	fatalMu sync.Mutex
-	fatal   error
-	wake    chan struct{}
+	fatal latch.Latch
+	wake  chan struct{}
 }
 
 func (rn *run) setFatal(err error) {
-	rn.fatalMu.Lock()
-	if rn.fatal == nil {
-		rn.fatal = err
-	}
-	rn.fatalMu.Unlock()
+	rn.fatal.Set(err)
 	rn.poke()
 }
 
-func (rn *run) fatalErr() error {
-	rn.fatalMu.Lock()
-	defer rn.fatalMu.Unlock()
-	return rn.fatal
-}
+func (rn *run) fatalErr() error { return rn.fatal.Err() }
 
 // poke wakes a main loop blocked in a poll.
-func (rn *run) poke() {
-	select {
-	case rn.wake <- struct{}{}:
-	default:
-	}
-}
+func (rn *run) poke() { latch.Poke(rn.wake) }

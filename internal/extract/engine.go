@@ -13,6 +13,7 @@ import (
 	"github.com/flechtwerk/flechtwerk/configtopic"
 	"github.com/flechtwerk/flechtwerk/internal/config"
 	"github.com/flechtwerk/flechtwerk/internal/group"
+	"github.com/flechtwerk/flechtwerk/internal/latch"
 	"github.com/flechtwerk/flechtwerk/internal/pollstage"
 	"github.com/flechtwerk/flechtwerk/internal/topics"
 )
@@ -153,32 +154,18 @@ type run struct {
 	tokens map[int32]*token
 	sched  map[string]*schedule
 
-	fatalMu sync.Mutex
-	fatal   error
-	wake    chan struct{}
+	fatal latch.Latch
+	wake  chan struct{}
 }
 
 func (rn *run) setFatal(err error) {
-	rn.fatalMu.Lock()
-	if rn.fatal == nil {
-		rn.fatal = err
-	}
-	rn.fatalMu.Unlock()
+	rn.fatal.Set(err)
 	rn.cancel()
 }
 
-func (rn *run) fatalErr() error {
-	rn.fatalMu.Lock()
-	defer rn.fatalMu.Unlock()
-	return rn.fatal
-}
+func (rn *run) fatalErr() error { return rn.fatal.Err() }
 
-func (rn *run) poke() {
-	select {
-	case rn.wake <- struct{}{}:
-	default:
-	}
-}
+func (rn *run) poke() { latch.Poke(rn.wake) }
 
 // loop starts due polls until ctx ends.
 func (rn *run) loop(ctx context.Context) {

@@ -165,4 +165,3 @@ func (p *page) commitNow(ctx context.Context, cursor []byte, hasCursor bool) err
 	p.pages++
 	return nil
 }
-

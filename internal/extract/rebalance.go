@@ -7,18 +7,15 @@ import (
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/internal/group"
 )
 
 // onAssigned creates a token per held partition number and starts its
 // fence and restore; polls start once it is ready.
 func (rn *run) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	o := rn.o
-	held := map[int32]int{}
-	for _, ps := range assigned {
-		for _, p := range ps {
-			held[p]++
-		}
-	}
+	held := group.Held(assigned)
 	var ns []int32
 	for n, k := range held {
 		if k != len(o.ConfigTopics) {

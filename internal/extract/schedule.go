@@ -189,4 +189,3 @@ func (rn *run) poll(tk *token, e configtopic.Entry[any], st *schedule) {
 		rn.setFatal(err)
 	}
 }
-
