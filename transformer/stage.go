@@ -31,7 +31,7 @@ type adapter[S any] struct{ t *Transformer[S] }
 
 func (a adapter[S]) Validate() error { return a.t.Validate() }
 
-func (a adapter[S]) Stateful() bool { return a.t.stateless == nil }
+func (a adapter[S]) Stateful() bool { return a.t != nil && a.t.stateless == nil }
 
 // Prepare converts r to the user's Record and derives its state key: the
 // StateKey option's function, else the record key.

@@ -350,3 +350,34 @@ func TestNewValidates(t *testing.T) {
 	_, err = transformertest.New(nil)
 	require.Error(t, err)
 }
+
+func TestPanicIsAProcessErrorAndChangesNothing(t *testing.T) {
+	boom := transformer.New(func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
+		if string(rec.Value) == "panic" {
+			panic("boom")
+		}
+		e.SetState(n + 1)
+		return nil
+	})
+	d := newDriver(t, boom)
+	_, err := d.Process(context.Background(), in("t", 0, "a", "1"), in("t", 0, "a", "panic"))
+	var pe *transformer.ProcessError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, int64(1), pe.Offset)
+	var panicErr *flechtwerk.PanicError
+	require.ErrorAs(t, err, &panicErr)
+	require.Equal(t, "boom", panicErr.Value)
+	require.Empty(t, d.Changelog())
+	require.Equal(t, int64(0), d.Committed("t", 0))
+}
+
+type notATransformer struct{}
+
+func (notATransformer) Validate() error { return nil }
+
+func TestNewTakesOnlyTransformers(t *testing.T) {
+	_, err := transformertest.New(notATransformer{})
+	require.ErrorIs(t, err, flechtwerk.ErrInvalidTransformer)
+	_, err = transformertest.New(nil)
+	require.ErrorIs(t, err, flechtwerk.ErrInvalidTransformer)
+}
