@@ -57,7 +57,7 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 		proc, ok := stage.TransformerOf(s)
 		if !ok {
 			errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "stage",
-				"%T is neither a *transformer.Transformer nor an *extractor.Extractor", s))
+				"%T is not a stage runner.New runs (a *transformer.Transformer or an *extractor.Extractor)", s))
 			break
 		}
 		r.kind, r.proc, stateful = config.Transformer, proc, proc.Stateful()
