@@ -10,6 +10,7 @@ import (
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/configtopic"
+	"github.com/flechtwerk/flechtwerk/internal/pollstage"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -40,14 +41,14 @@ type Func[C, S any] func(ctx context.Context, cfg Config[C], cursor S, out *Emit
 // belongs to one poll call: it is not safe for concurrent use and must not
 // be kept after the call returns.
 type Emitter[S any] struct {
-	p     *page
+	p     pollstage.Page
 	codec transformer.Codec[S]
 	had   bool
 }
 
 // Send adds a record to the open page, partitioned by key.
 func (e *Emitter[S]) Send(topic string, key, value []byte) {
-	e.p.add(&kgo.Record{Topic: topic, Key: key, Value: value})
+	e.p.Add(&kgo.Record{Topic: topic, Key: key, Value: value})
 }
 
 // SendRecord adds a fully specified record to the open page.
@@ -59,11 +60,11 @@ func (e *Emitter[S]) SendRecord(o Output) {
 			r.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 		}
 	}
-	e.p.add(r)
+	e.p.Add(r)
 }
 
 // Pending returns how many records the open page holds.
-func (e *Emitter[S]) Pending() int { return len(e.p.recs) }
+func (e *Emitter[S]) Pending() int { return e.p.Pending() }
 
 // HadCursor reports whether the config had a committed cursor when the
 // poll began; when it did not, the cursor argument is the zero value of S.
@@ -84,18 +85,18 @@ func (e *Emitter[S]) HadCursor() bool { return e.had }
 func (e *Emitter[S]) Commit(ctx context.Context, cursor S) error {
 	b, err := e.codec.Encode(cursor)
 	if err != nil {
-		err = fmt.Errorf("extractor: config %q: encoding cursor: %w", e.p.key, err)
-		e.p.fail(err)
+		err = fmt.Errorf("extractor: config %q: encoding cursor: %w", e.p.Key(), err)
+		e.p.Fail(err)
 		return err
 	}
 	if b == nil {
 		b = []byte{} // nil is a tombstone on the changelog
 	}
-	return e.p.commit(ctx, b, true)
+	return e.p.Commit(ctx, b)
 }
 
 // Extractor is a poll function with its codecs. Build it with New; run it
-// with NewRunner.
+// with runner.New.
 type Extractor[C, S any] struct {
 	fn     Func[C, S]
 	codec  transformer.Codec[S]
@@ -119,7 +120,7 @@ func (o exOpt) apply(c *exCfg) { o(c) }
 
 // CursorCodec sets the codec of the cursor state in the changelog. Default
 // transformer.JSON[S](). Its type must be the extractor's cursor type; a
-// mismatch is reported by NewRunner with flechtwerk.CodeInvalidTransformer.
+// mismatch is reported by runner.New with flechtwerk.CodeInvalidTransformer.
 func CursorCodec[S any](c transformer.Codec[S]) Opt {
 	return exOpt(func(cf *exCfg) { cf.codec = c })
 }
@@ -190,15 +191,6 @@ func New[C, S any](fn Func[C, S], opts ...Opt) *Extractor[C, S] {
 // *flechtwerk.ConfigError values joined with errors.Join (nil when none).
 func (x *Extractor[C, S]) Validate() error { return x.err }
 
-// Poller is what a Runner runs; *Extractor implements it. Build one with
-// New.
-type Poller interface {
-	Validate() error
-	decodeConfig() configtopic.Decoder[any]
-	enrichConfig() configtopic.EnrichFunc[any]
-	poll(ctx context.Context, cfg configtopic.Entry[any], cursor []byte, found bool, p *page) error
-}
-
 // boxed carries a decoded config value of type C through the engine, which
 // holds it as an any: unboxing checks the box's type, so a value of type C
 // (even a nil interface value) always comes back, and anything else is an
@@ -254,7 +246,7 @@ func (x *Extractor[C, S]) enrichConfig() configtopic.EnrichFunc[any] {
 	}
 }
 
-func (x *Extractor[C, S]) poll(ctx context.Context, e configtopic.Entry[any], cursor []byte, found bool, p *page) error {
+func (x *Extractor[C, S]) poll(ctx context.Context, e configtopic.Entry[any], cursor []byte, found bool, p pollstage.Page) error {
 	c, err := unbox[C](e.Config)
 	if err != nil {
 		return err

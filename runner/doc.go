@@ -1,4 +1,15 @@
-// Package runner runs a transformer with exactly-once delivery.
+// Package runner runs a transformer or an extractor with exactly-once
+// delivery: New(stage, opts...) takes a *transformer.Transformer or an
+// *extractor.Extractor, with the options of both kinds (SeedBrokers,
+// ApplicationID, StateDir, TransactionTimeout, Concurrency, ...) and those
+// of its own kind (a transformer's InputTopics, MaxPollRecords,
+// BatchTimeout; an extractor's ConfigTopics, PollInterval, PageTimeout,
+// TombstonedCursors). An option of the other kind is a configuration
+// error. See package extractor for how an extractor runs; the rest of this
+// page is about transformers. The files: runner.go (New, Run, Wake),
+// options.go, transform.go (a transformer's startup), loop.go (the main
+// loop and its batches), rebalance.go (group callbacks), commit.go (offsets
+// of batches that wrote nothing), stores.go (StoreRetention).
 //
 //	r, err := runner.New(counter,
 //		runner.SeedBrokers("localhost:9092"),

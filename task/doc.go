@@ -40,4 +40,8 @@
 // run while a Process abandoned by its caller is still in user code: the
 // task then refuses the store read and the Commit that would follow, so an
 // abandoned batch never becomes visible. Close aborts an open transaction.
+//
+// Called by package runner only. The batch semantics are in batch.go
+// (internal/batch), the lifecycle and the transaction (internal/txn) in
+// task.go.
 package task
