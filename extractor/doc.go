@@ -119,7 +119,7 @@
 //
 // Run ends at the first error: a poll function's error or panic, a cursor
 // codec's panic, or an exceeded PageTimeout (*PollError, naming the config
-// key; a panic is a *PanicError with the stack inside it), an undecodable
+// key; a panic is a *flechtwerk.PanicError with the stack inside it), an undecodable
 // config record or a panicking config decoder or enrich hook
 // (*configtopic.RecordError, naming topic, partition and offset), a
 // fence (fencing.ErrFenced), or a broker error. The failed poll's open page

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -212,7 +211,7 @@ type anyDecoder[C any] struct{ d configtopic.Decoder[C] }
 func (a anyDecoder[C]) Decode(b []byte) (v any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			v, err = nil, newPanicError(p)
+			v, err = nil, flechtwerk.Recovered(p)
 		}
 	}()
 	c, err := a.d.Decode(b)
@@ -231,7 +230,7 @@ func (x *Extractor[C, S]) enrichConfig() configtopic.EnrichFunc[any] {
 	return func(ctx context.Context, rec *configtopic.Record, v any) (out any, err error) {
 		defer func() {
 			if p := recover(); p != nil {
-				out, err = nil, newPanicError(p)
+				out, err = nil, flechtwerk.Recovered(p)
 			}
 		}()
 		c, err := unbox[C](v)
@@ -260,27 +259,6 @@ func (x *Extractor[C, S]) poll(ctx context.Context, e configtopic.Entry[any], cu
 		}
 	}
 	return x.fn(ctx, cfg, s, &Emitter[S]{p: p, codec: x.codec, had: found})
-}
-
-// PanicError is a panic of user code, recovered: of a poll function or a
-// cursor codec (Run ends with a *PollError naming the config key that
-// wraps it; the open page was aborted), or of a config decoder or enrich
-// hook (Run ends with a *configtopic.RecordError naming the record).
-type PanicError struct {
-	// Value is what was passed to panic.
-	Value any
-	// Stack is the stack of the panicking goroutine.
-	Stack []byte
-}
-
-func newPanicError(v any) *PanicError { return &PanicError{Value: v, Stack: debug.Stack()} }
-
-func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v\n\n%s", e.Value, e.Stack) }
-
-// Unwrap returns the panic value when it is an error.
-func (e *PanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
 }
 
 // SuspendedHeader is the header of a config record that suspends the

@@ -217,7 +217,7 @@ func TestCodecPanic(t *testing.T) {
 		var rerr *configtopic.RecordError
 		require.ErrorAs(t, err, &rerr)
 		require.Equal(t, int64(0), rerr.Offset)
-		var pe *extractor.PanicError
+		var pe *flechtwerk.PanicError
 		require.ErrorAs(t, err, &pe)
 		require.Contains(t, err.Error(), "panic: decoder exploded")
 	})
