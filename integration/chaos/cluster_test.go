@@ -577,12 +577,8 @@ func (c *cluster) freeze(ctx context.Context) {
 	fenced := false
 	for time.Since(stopped) < hold && ctx.Err() == nil {
 		if !fenced && time.Since(stopped) > 6*time.Second {
-			// A fenced broker is left out of the metadata.
-			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			if md, err := h.c.Adm.BrokerMetadata(rctx); err == nil && !slices.Contains(md.Brokers.NodeIDs(), id) {
-				fenced = true
-			}
-			cancel()
+			// The controller fenced it: it leads nothing and is in no ISR.
+			fenced = c.fenced(ctx, id)
 		}
 		sleep(ctx, 250*time.Millisecond)
 	}
@@ -594,8 +590,31 @@ func (c *cluster) freeze(ctx context.Context) {
 		return
 	}
 	c.freezes.Add(1)
-	c.note("broker freeze %d: SIGSTOP broker %d, %s (%s) for %v; fenced by the controller: %v",
+	c.note("broker freeze %d: SIGSTOP broker %d, %s (%s) for %v; fenced (no leadership, in no ISR) while frozen: %v",
 		c.freezes.Load(), id, what, roles, time.Since(stopped).Round(time.Millisecond), fenced)
+}
+
+// fenced reports whether broker id leads no partition of the run's and the
+// internal topics and is in none of their ISRs.
+func (c *cluster) fenced(ctx context.Context, id int32) bool {
+	h := c.h
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	md, err := h.c.Adm.Metadata(rctx, h.in, h.out, h.changelog(), "__consumer_offsets", "__transaction_state")
+	if err != nil {
+		return false
+	}
+	for _, td := range md.Topics {
+		if td.Err != nil {
+			return false
+		}
+		for _, p := range td.Partitions {
+			if p.Leader == id || slices.Contains(p.ISR, id) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // electDuringRestore waits for a processor to start restoring tasks (a

@@ -41,7 +41,7 @@ status=0
 KAFKA_BROKERS="$brokers" KAFKA_CLUSTER="$dir" CHAOS_RECORDS="${CLUSTER_CHAOS_RECORDS:-200000}" \
   "$GO" test $GOTEST_FLAGS -count=1 -v -timeout 30m -run '^TestChaosClusterFaults$' ./integration/chaos/ >"$log" 2>&1 || status=$?
 if ((status == 0)) && grep -q '^--- PASS: TestChaosClusterFaults' "$log"; then
-  grep -E '^(--- |ok |FAIL|PASS$|chaos:)' "$log" || true
+  grep -E '^(--- |ok |FAIL|PASS$|chaos:)|: chaos: (broker (kill|freeze)|election) ' "$log" || true
   echo "==> cluster chaos passed against Apache Kafka $KAFKA_VERSION ($((SECONDS - began))s)"
 else
   cat "$log"
