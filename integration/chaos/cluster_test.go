@@ -107,7 +107,8 @@ func TestChaosClusterFaults(t *testing.T) {
 	require.Len(t, h.zombieNotes, cfg.zombies, "zombies")
 	require.Empty(t, h.stopFailures, "graceful stops under chaos end cleanly")
 	require.GreaterOrEqual(t, int(cl.brokerKills.Load()), bc.kills, "broker kills that landed")
-	require.GreaterOrEqual(t, int(cl.freezes.Load()), bc.freezes, "brokers frozen past their session timeout")
+	require.GreaterOrEqual(t, int(cl.freezes.Load()), bc.freezes, "brokers frozen")
+	require.Equal(t, cl.freezes.Load(), cl.fencings.Load(), "every frozen broker was fenced by the controller (frozen past broker.session.timeout.ms)")
 	require.GreaterOrEqual(t, int(cl.elections.Load()), bc.elections, "forced leader elections")
 	require.Positive(t, cl.cuts.Load(), "connection cuts")
 	require.Positive(t, cl.resets.Load(), "connection resets")
@@ -142,7 +143,8 @@ type cluster struct {
 	cfg    clusterConfig
 	rng    *rng
 
-	brokerKills, freezes, elections atomic.Int64
+	brokerKills, freezes, fencings  atomic.Int64
+	elections                       atomic.Int64
 	cuts, resets, stalls, latencies atomic.Int64
 	// broker is held by a broker fault: at most one broker down at a time.
 	broker sync.Mutex
@@ -228,8 +230,8 @@ func (c *cluster) notes() []string {
 }
 
 func (c *cluster) summary() string {
-	return fmt.Sprintf("cluster_brokers=%d broker_kills=%d broker_freezes=%d elections=%d conn_cuts=%d conn_resets=%d conn_stalls=%d conn_latency=%d",
-		len(c.nodes), c.brokerKills.Load(), c.freezes.Load(), c.elections.Load(), c.cuts.Load(), c.resets.Load(), c.stalls.Load(), c.latencies.Load())
+	return fmt.Sprintf("cluster_brokers=%d broker_kills=%d broker_freezes=%d fenced=%d elections=%d conn_cuts=%d conn_resets=%d conn_stalls=%d conn_latency=%d",
+		len(c.nodes), c.brokerKills.Load(), c.freezes.Load(), c.fencings.Load(), c.elections.Load(), c.cuts.Load(), c.resets.Load(), c.stalls.Load(), c.latencies.Load())
 }
 
 // pid returns the running JVM of n (checked against its command line, so a
@@ -575,7 +577,8 @@ func (c *cluster) freeze(ctx context.Context) {
 	stopped := time.Now()
 	hold := c.rng.between(9*time.Second, 13*time.Second)
 	fenced := false
-	for time.Since(stopped) < hold && ctx.Err() == nil {
+	// Frozen for hold, and on until the controller fenced it (25s at most).
+	for (time.Since(stopped) < hold || !fenced) && time.Since(stopped) < 25*time.Second && ctx.Err() == nil {
 		if !fenced && time.Since(stopped) > 6*time.Second {
 			// The controller fenced it: it leads nothing and is in no ISR.
 			fenced = c.fenced(ctx, id)
@@ -590,6 +593,9 @@ func (c *cluster) freeze(ctx context.Context) {
 		return
 	}
 	c.freezes.Add(1)
+	if fenced {
+		c.fencings.Add(1)
+	}
 	c.note("broker freeze %d: SIGSTOP broker %d, %s (%s) for %v; fenced (no leadership, in no ISR) while frozen: %v",
 		c.freezes.Load(), id, what, roles, time.Since(stopped).Round(time.Millisecond), fenced)
 }

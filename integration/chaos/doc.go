@@ -54,7 +54,7 @@
 // faults on a toxiproxy proxy per broker (cuts, resets, stalls, latency).
 // Its summary line adds the cluster's counts:
 //
-//	chaos: broker=kafka records=200000 ... cluster_brokers=3 broker_kills=4 broker_freezes=1 elections=2 conn_cuts=9 conn_resets=8 conn_stalls=8 conn_latency=8 offsets_exact=true ...
+//	chaos: broker=kafka records=200000 ... cluster_brokers=3 broker_kills=4 broker_freezes=1 fenced=1 elections=2 conn_cuts=9 conn_resets=8 conn_stalls=8 conn_latency=8 offsets_exact=true ...
 //
 // Run it with integration/kafka/test-cluster.sh (make test-cluster).
 //
