@@ -149,8 +149,8 @@ type cluster struct {
 	// broker is held by a broker fault: at most one broker down at a time.
 	broker sync.Mutex
 
-	mu     sync.Mutex
-	notes_ []string
+	mu      sync.Mutex
+	noteLog []string
 }
 
 func openCluster(t testing.TB, dir string) *cluster {
@@ -217,7 +217,7 @@ func (c *cluster) node(id int32) *brokerNode {
 func (c *cluster) note(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	c.mu.Lock()
-	c.notes_ = append(c.notes_, msg)
+	c.noteLog = append(c.noteLog, msg)
 	c.mu.Unlock()
 	h := c.h
 	c.t.Logf("chaos: %s (at %v, committed %d/%d)", msg, time.Since(h.begun).Round(time.Millisecond), h.committed.Load(), h.cfg.records)
@@ -226,7 +226,7 @@ func (c *cluster) note(format string, args ...any) {
 func (c *cluster) notes() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]string(nil), c.notes_...)
+	return append([]string(nil), c.noteLog...)
 }
 
 func (c *cluster) summary() string {
