@@ -129,7 +129,6 @@ type brokerNode struct {
 	proxyCtl                  *connProxy
 	down                      atomic.Bool // killed, not yet restarted, or frozen
 	frozenPID                 atomic.Int64
-	controllerPort            string
 }
 
 // cluster controls the nodes of cluster.sh's cluster and the proxies in
@@ -174,7 +173,6 @@ func openCluster(t testing.TB, dir string) *cluster {
 		c.nodes = append(c.nodes, &brokerNode{
 			id: int32(id), dir: filepath.Join(dir, "node-"+fs[0]),
 			internal: "127.0.0.1:" + fs[1], external: "127.0.0.1:" + fs[2], proxy: "127.0.0.1:" + fs[3],
-			controllerPort: fs[4],
 		})
 	}
 	require.NoError(t, sc.Err())
