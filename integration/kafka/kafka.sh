@@ -345,4 +345,7 @@ main() {
   esac
 }
 
-main "$@"
+# Sourced (by cluster.sh, for its helpers): define the functions only.
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  main "$@"
+fi
