@@ -1,6 +1,8 @@
 # make test   - everything: vet, the suite on the embedded broker (race
 #               detector), then the suite against real Apache Kafka 4.x
 #               (transaction versions 2 and 1) fetched from Maven Central.
+# make fuzz   - every fuzz target for FUZZTIME (default 10s) each
+#               (scripts/fuzz.sh); part of make test.
 # make run    - the word-count example on an embedded broker.
 # make bench  - the throughput/latency benchmark (bench/run.sh): plain loop,
 #               GroupTransactSession loop and the runner on Apache Kafka and
@@ -9,7 +11,7 @@ GO ?= go
 
 .PHONY: test test-embedded test-kafka run bench chaos-long
 
-test: test-embedded test-kafka
+test: test-embedded test-kafka fuzz
 
 test-embedded:
 	$(GO) vet ./...
@@ -17,6 +19,11 @@ test-embedded:
 
 test-kafka:
 	bash integration/kafka/test-kafka.sh
+
+# Every go test -fuzz target for a short bounded time (FUZZTIME=10s).
+.PHONY: fuzz
+fuzz:
+	GO=$(GO) bash scripts/fuzz.sh
 
 run:
 	$(GO) run ./examples/wordcount
