@@ -94,7 +94,7 @@ func FuzzJSONRoundTrip(f *testing.F) {
 		require.NoError(t, err)
 		got, err := c.Decode(enc)
 		require.NoError(t, err, "decoding %q", enc)
-		if !utf8.ValidString(s + tk + tv) {
+		if !utf8.ValidString(s) || !utf8.ValidString(tk) || !utf8.ValidString(tv) {
 			// encoding/json replaces invalid UTF-8 with U+FFFD: the
 			// state comes back valid and stays stable from then on.
 			require.True(t, utf8.ValidString(got.S+got.Inner.S), "decoded strings are valid UTF-8")
