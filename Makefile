@@ -6,6 +6,8 @@
 #               200k records while processors and brokers are killed and
 #               frozen, leaders re-elected and connections cut, stalled and
 #               slowed (integration/kafka/test-cluster.sh).
+# make fuzz   - every fuzz target for FUZZTIME (default 10s) each
+#               (scripts/fuzz.sh); part of make test.
 # make run    - the word-count example on an embedded broker.
 # make bench  - the throughput/latency benchmark (bench/run.sh): plain loop,
 #               GroupTransactSession loop and the runner on Apache Kafka and
@@ -14,7 +16,7 @@ GO ?= go
 
 .PHONY: test test-embedded test-kafka test-cluster run bench chaos-long chaos-long-cluster
 
-test: test-embedded test-kafka test-cluster
+test: test-embedded test-kafka test-cluster fuzz
 
 test-embedded:
 	$(GO) vet ./...
@@ -25,6 +27,11 @@ test-kafka:
 
 test-cluster:
 	bash integration/kafka/test-cluster.sh
+
+# Every go test -fuzz target for a short bounded time (FUZZTIME=10s).
+.PHONY: fuzz
+fuzz:
+	GO=$(GO) bash scripts/fuzz.sh
 
 run:
 	$(GO) run ./examples/wordcount

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Runs every fuzz target of the module (func FuzzXxx in a *_test.go file)
+# for a bounded time each: FUZZTIME (default 10s, any -fuzztime value),
+# FUZZPARALLEL workers (default 2). The seed corpora are committed under
+# each package's testdata/fuzz/FuzzXxx; a failing input the fuzzer finds
+# is written there too, and the script exits non-zero.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+FUZZTIME=${FUZZTIME:-10s}
+FUZZPARALLEL=${FUZZPARALLEL:-2}
+
+targets=$(grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*(f \*testing.F)' . |
+	sed -E 's#^\./(.*)/[^/]*_test\.go:func (Fuzz[A-Za-z0-9_]*).*#\1 \2#' | sort -u)
+if [ -z "$targets" ]; then
+	echo "fuzz: no fuzz targets found" >&2
+	exit 1
+fi
+count=0
+while read -r pkg name; do
+	echo "fuzz: ./$pkg $name for $FUZZTIME"
+	start=$(date +%s)
+	out=$($GO test "./$pkg" -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -parallel "$FUZZPARALLEL" 2>&1) || {
+		echo "$out"
+		echo "fuzz: FAIL ./$pkg $name (the failing input is in $pkg/testdata/fuzz/$name)" >&2
+		exit 1
+	}
+	execs=$(echo "$out" | grep -o 'execs: [0-9]*' | tail -1 || true)
+	echo "fuzz: ok   ./$pkg $name $((  $(date +%s) - start ))s ${execs}"
+	count=$((count + 1))
+done <<<"$targets"
+echo "fuzz: $count targets passed ($FUZZTIME each)"
