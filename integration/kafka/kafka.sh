@@ -345,4 +345,7 @@ main() {
   esac
 }
 
-main "$@"
+# Sourced (e.g. by secure.sh) for its helpers: do not run main.
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  main "$@"
+fi
