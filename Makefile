@@ -1,15 +1,19 @@
 # make test   - everything: vet, the suite on the embedded broker (race
 #               detector), then the suite against real Apache Kafka 4.x
-#               (transaction versions 2 and 1) fetched from Maven Central.
+#               (transaction versions 2 and 1) fetched from Maven Central,
+#               then the security tests (test-secure).
+# make test-secure - the TestSecure* tests against a Kafka broker with TLS,
+#               SASL/SCRAM-SHA-512 and the StandardAuthorizer
+#               (integration/kafka/secure.sh).
 # make run    - the word-count example on an embedded broker.
 # make bench  - the throughput/latency benchmark (bench/run.sh): plain loop,
 #               GroupTransactSession loop and the runner on Apache Kafka and
 #               on the embedded broker. BENCH_RECORDS=300000 scales it down.
 GO ?= go
 
-.PHONY: test test-embedded test-kafka run bench chaos-long
+.PHONY: test test-embedded test-kafka test-secure run bench chaos-long
 
-test: test-embedded test-kafka
+test: test-embedded test-kafka test-secure
 
 test-embedded:
 	$(GO) vet ./...
@@ -17,6 +21,9 @@ test-embedded:
 
 test-kafka:
 	bash integration/kafka/test-kafka.sh
+
+test-secure:
+	GO=$(GO) bash integration/kafka/secure.sh test -race -count=1 -v -timeout 15m -run 'TestSecure' ./integration/
 
 run:
 	$(GO) run ./examples/wordcount
