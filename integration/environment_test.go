@@ -3,9 +3,11 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,37 +90,79 @@ func TestUnwritableStateDir(t *testing.T) {
 	requireContinues(t, readStable(t, c, out), ins)
 }
 
-// TestBrokersUnreachableAtStartup starts a runner whose seed broker refuses
-// connections: Run ends with an error that says the brokers could not be
-// reached, within a bounded time (no hang). Started again with the right
-// brokers, it processes every input exactly once.
+// silentBroker accepts connections and never answers: a broker that hangs
+// or a network path that swallows everything after the handshake. It is
+// closed when the test ends.
+func silentBroker(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, conn)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// TestBrokersUnreachableAtStartup starts a runner whose seed broker cannot
+// be used, refusing connections or accepting them and never answering: Run
+// ends with an error naming the broker within a bounded time (no hang).
+// Started again with the right brokers, it processes every input exactly
+// once.
 func TestBrokersUnreachableAtStartup(t *testing.T) {
 	c := kafkatest.New(t)
-	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
-	c.CreateTopic(t, in, 1)
-	c.CreateTopic(t, out, 1)
-	ins := envInputs(in, "a", 20, 4, 1)
-	c.Produce(t, ins...)
+	for _, tc := range []struct {
+		name   string
+		broker string
+	}{
+		{"connection refused", "127.0.0.1:1"},
+		{"silent broker", silentBroker(t)},
+	} {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
+			c.CreateTopic(t, in, 1)
+			c.CreateTopic(t, out, 1)
+			ins := envInputs(in, "a", 20, 4, 1)
+			c.Produce(t, ins...)
 
-	r, err := runner.New(echoCounter(out, nil), runner.SeedBrokers("127.0.0.1:1"), runner.ApplicationID(app),
-		runner.InputTopics(in), runner.StateDir(t.TempDir()), runner.WithLogger(logger(t)))
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	began := time.Now()
-	err = r.Run(ctx)
-	took := time.Since(began)
-	t.Logf("Run against a closed port ended after %v: %v", took, err)
-	require.Error(t, err)
-	require.NoError(t, ctx.Err(), "Run ended on its own, not by the test's deadline")
-	require.Less(t, took, 90*time.Second, "bounded")
-	require.Contains(t, err.Error(), "127.0.0.1:1", "the error names the unreachable broker")
+			r, err := runner.New(echoCounter(out, nil), runner.SeedBrokers(tc.broker), runner.ApplicationID(app),
+				runner.InputTopics(in), runner.StateDir(t.TempDir()), runner.WithLogger(logger(t)))
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			began := time.Now()
+			err = r.Run(ctx)
+			took := time.Since(began)
+			t.Logf("Run with seed broker %s (%s) ended after %v: %v", tc.broker, tc.name, took, err)
+			require.Error(t, err)
+			require.NoError(t, ctx.Err(), "Run ended on its own, not by the test's deadline")
+			require.Less(t, took, 90*time.Second, "bounded")
+			require.Contains(t, err.Error(), tc.broker, "the error names the unreachable broker")
 
-	rn := start(t, c, echoCounter(out, nil), runner.ApplicationID(app), runner.InputTopics(in),
-		runner.StateDir(t.TempDir()), runner.WithKafkaOpts(c.Opts()...))
-	waitCommitted(t, c, app, in, 60*time.Second, rn.done)
-	require.NoError(t, rn.stop(t))
-	requireContinues(t, readStable(t, c, out), ins)
+			rn := start(t, c, echoCounter(out, nil), runner.ApplicationID(app), runner.InputTopics(in),
+				runner.StateDir(t.TempDir()), runner.WithKafkaOpts(c.Opts()...))
+			waitCommitted(t, c, app, in, 60*time.Second, rn.done)
+			require.NoError(t, rn.stop(t))
+			requireContinues(t, readStable(t, c, out), ins)
+		})
+	}
 }
 
 // TestInputTopicDeletedWhileRunning deletes the input topic under a running
