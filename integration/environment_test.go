@@ -123,10 +123,12 @@ func silentBroker(t *testing.T) string {
 
 // TestBrokersUnreachableAtStartup starts a runner whose seed broker cannot
 // be used, refusing connections or accepting them and never answering: Run
-// ends with an error naming the broker within a bounded time (no hang).
+// ends with an error naming the broker within a bounded time (no hang:
+// about 40s for the silent broker, kgo's default timeouts).
 // Started again with the right brokers, it processes every input exactly
 // once.
 func TestBrokersUnreachableAtStartup(t *testing.T) {
+	t.Parallel() // the silent broker takes kgo's request timeouts (about 40s) to give up
 	c := kafkatest.New(t)
 	for _, tc := range []struct {
 		name   string
