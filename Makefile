@@ -1,7 +1,12 @@
 # make test   - everything: vet, the suite on the embedded broker (race
 #               detector), then the suite against real Apache Kafka 4.x
 #               (transaction versions 2 and 1) fetched from Maven Central,
-#               then the security tests (test-secure).
+#               then the cluster chaos pass on three brokers (test-cluster)
+#               and the security tests (test-secure).
+# make test-cluster - only the cluster chaos pass: a 3-broker KRaft cluster,
+#               200k records while processors and brokers are killed and
+#               frozen, leaders re-elected and connections cut, stalled and
+#               slowed (integration/kafka/test-cluster.sh).
 # make test-secure - the TestSecure* tests against a Kafka broker with TLS,
 #               SASL/SCRAM-SHA-512 and the StandardAuthorizer
 #               (integration/kafka/secure.sh).
@@ -11,9 +16,9 @@
 #               on the embedded broker. BENCH_RECORDS=300000 scales it down.
 GO ?= go
 
-.PHONY: test test-embedded test-kafka test-secure run bench chaos-long
+.PHONY: test test-embedded test-kafka test-cluster test-secure run bench chaos-long chaos-long-cluster
 
-test: test-embedded test-kafka test-secure
+test: test-embedded test-kafka test-cluster test-secure
 
 test-embedded:
 	$(GO) vet ./...
@@ -21,6 +26,9 @@ test-embedded:
 
 test-kafka:
 	bash integration/kafka/test-kafka.sh
+
+test-cluster:
+	bash integration/kafka/test-cluster.sh
 
 test-secure:
 	GO=$(GO) bash integration/kafka/secure.sh test -race -count=1 -v -timeout 15m -run 'TestSecure' ./integration/
@@ -34,3 +42,8 @@ bench:
 # One long chaos run against Apache Kafka (transaction version 2).
 chaos-long:
 	KAFKA_TEST_VERSIONS=2 CHAOS_RECORDS=1000000 GOTEST_FLAGS= bash integration/kafka/test-kafka.sh
+
+# One long cluster chaos run (1M records, more faults of every kind).
+chaos-long-cluster:
+	CLUSTER_CHAOS_RECORDS=1000000 CHAOS_KILLS=40 CHAOS_ZOMBIES=4 CHAOS_STOPS=4 \
+	CHAOS_BROKER_KILLS=12 CHAOS_BROKER_FREEZES=4 CHAOS_ELECTIONS=6 bash integration/kafka/test-cluster.sh

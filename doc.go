@@ -1,12 +1,54 @@
 // Package flechtwerk holds what every part of Flechtwerk shares: the
-// configuration error type and the stable codes it carries.
+// configuration error type and the stable codes it carries, and the
+// PanicError of recovered user code.
 //
 // Flechtwerk processes Kafka streams with exactly-once delivery. Users write
-// a transformer (package transformer, run by package runner) or an
-// extractor (package extractor, run by extractor.NewRunner). Each task
-// commits its outputs, its state changelog writes and its input offsets in
-// one Kafka transaction, so a read_committed reader sees every input's
-// effect exactly once across crashes, restarts, rebalances and zombies.
+// a transformer (package transformer) or an extractor (package extractor)
+// and run either with package runner. Each task commits its outputs, its
+// state changelog writes and its input offsets in one Kafka transaction, so
+// a read_committed reader sees every input's effect exactly once across
+// crashes, restarts, rebalances and zombies.
+//
+// # The data path (read this first)
+//
+// runner.New(stage, opts...) checks the options (internal/config: shared
+// options, defaults, checks and the names derived from the application id)
+// and finds the engine's view of the stage through a registry the
+// user-facing packages fill from init (internal/stage for transformers,
+// internal/pollstage for extractors), so those packages export only what
+// users call.
+//
+// A transformer: Run joins the consumer group {application id} over the
+// input topics with range assignment (internal/group), so one member holds
+// partition N of every input; that is task N (package task).
+//
+//  1. On assignment, task.Start opens the task's producer with the static
+//     transactional ID {application id}-{N} (internal/txn over package
+//     fencing): initializing it fences every previous owner and aborts
+//     its open transaction.
+//  2. task.Restore opens the store {state dir}/{application id}/{N}
+//     (package store, Pebble) and rebuilds it from partition N of the
+//     changelog topic {application id}-changelog (package changelog,
+//     reading to the last stable offset with internal/lso).
+//  3. The main loop polls a batch; task.Process runs the batch semantics
+//     once (internal/batch: input-topic then offset order, buckets by state
+//     key run concurrently, one key serially with its state threaded
+//     through, last write per key) calling the user's transform.
+//  4. task.Commit hands outputs, changelog writes and the next offsets to
+//     internal/txn, which commits them in one transaction (begin, produce
+//     with every result checked, AddOffsetsToTxn + TxnOffsetCommit, end;
+//     abort on any failure); only then is the store updated. A batch that
+//     wrote nothing commits its offsets through the group member.
+//
+// An extractor (internal/extract): the group over the config topics hands
+// out ownership tokens, one per partition number; token N fences
+// {application id}-{N} and restores its cursor store from changelog
+// partition N, like a task. The config topics are read in full by a
+// configtopic.Table; the scheduler polls each live config owned by a held
+// token once per PollInterval, and a page (the records a poll sent, and its
+// cursor as a changelog write) commits through the same internal/txn path.
+//
+// # Errors
 //
 // Every configuration problem is reported before anything runs, as a
 // *ConfigError whose Code is stable across releases; match it with

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/runner"
 	"github.com/flechtwerk/flechtwerk/transformer"
 	"github.com/flechtwerk/flechtwerk/transformertest"
@@ -248,17 +249,23 @@ func counter() *transformer.Transformer[int] {
 	})
 }
 
-// BenchmarkTransformerProcess is one Process call per record: decode the
-// JSON state, run the transform, encode the new state.
+// BenchmarkTransformerProcess is one engine call per record (as a task
+// makes it): convert the record, decode the JSON state, run the transform,
+// encode the new state.
 func BenchmarkTransformerProcess(b *testing.B) {
-	t := counter()
+	t, ok := stage.TransformerOf(counter())
+	require.True(b, ok)
 	ctx := context.Background()
-	rec := &transformer.Record{Topic: "in", Key: []byte("k1"), Value: []byte("v")}
+	rec := &kgo.Record{Topic: "in", Key: []byte("k1"), Value: []byte("v")}
 	state := []byte("41")
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		res, err := t.Process(ctx, rec, state, true)
+		in, err := t.Prepare(rec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := t.Process(ctx, in, state, true)
 		if err != nil || len(res.Outputs) != 1 {
 			b.Fatal(res, err)
 		}

@@ -10,9 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/internal/lso"
 	"github.com/flechtwerk/flechtwerk/store"
 )
 
@@ -185,104 +185,13 @@ func restoreRange(ctx context.Context, topic string, partition int32, from, end 
 		return 0, fmt.Errorf("changelog: restore client for %s/%d: %w", topic, partition, err)
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	dec := kgo.DefaultDecompressor()
-
 	var (
 		applied int
-		offset  = from
-		leader  = int32(-1)
-		topicID [16]byte
-		backoff = 20 * time.Millisecond
-		stalls  int
 		writes  []store.Write
-		wrapErr = func(err error) error {
-			return fmt.Errorf("changelog: restoring %s/%d at offset %d: %w", topic, partition, offset, err)
-		}
-		maxStall = 10
 	)
-	// wait backs off before retrying a retriable error.
-	wait := func(cause error) error {
-		select {
-		case <-ctx.Done():
-			return wrapErr(errors.Join(cause, ctx.Err()))
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
-		return nil
-	}
-	for offset < end {
-		if leader < 0 {
-			leader, topicID, err = partitionLeader(ctx, adm, topic, partition)
-			if err != nil {
-				if !retriable(err) {
-					return applied, wrapErr(err)
-				}
-				if err := wait(err); err != nil {
-					return applied, err
-				}
-				continue
-			}
-		}
-
-		req := kmsg.NewPtrFetchRequest()
-		req.MaxWaitMillis = 500
-		req.MinBytes = 1
-		req.MaxBytes = 64 << 20
-		req.IsolationLevel = 1 // read_committed
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic, rt.TopicID = topic, topicID
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = partition
-		rp.FetchOffset = offset
-		rp.PartitionMaxBytes = 16 << 20
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-
-		resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
-		if err == nil {
-			err = kerr.ErrorForCode(resp.ErrorCode)
-		}
-		var part *kmsg.FetchResponseTopicPartition
-		if err == nil {
-			for i := range resp.Topics {
-				for j := range resp.Topics[i].Partitions {
-					if resp.Topics[i].Partitions[j].Partition == partition {
-						part = &resp.Topics[i].Partitions[j]
-					}
-				}
-			}
-			if part == nil {
-				err = kerr.UnknownTopicOrPartition
-			} else {
-				err = kerr.ErrorForCode(part.ErrorCode)
-			}
-		}
-		if err != nil {
-			if ctx.Err() != nil || !retriable(err) {
-				return applied, wrapErr(err)
-			}
-			leader = -1 // the leader may have moved
-			if err := wait(err); err != nil {
-				return applied, err
-			}
-			continue
-		}
-
-		fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
-			Offset:         offset,
-			IsolationLevel: kgo.ReadCommitted(),
-			Topic:          topic,
-			Partition:      partition,
-		}, part, dec, nil)
-		if fp.Err != nil {
-			return applied, wrapErr(fp.Err)
-		}
+	err = lso.ReadRange(ctx, cl, topic, partition, from, end, func(rs []*kgo.Record) error {
 		writes = writes[:0]
-		for _, r := range fp.Records {
-			if r.Offset >= end {
-				continue
-			}
+		for _, r := range rs {
 			w := store.Write{Key: r.Key}
 			if r.Value == nil {
 				w.Delete = true
@@ -292,74 +201,17 @@ func restoreRange(ctx context.Context, topic string, partition int32, from, end 
 			writes = append(writes, w)
 		}
 		if err := st.Apply(writes); err != nil {
-			return applied, err
+			return err
 		}
 		applied += len(writes)
-
-		switch {
-		case next > offset:
-			offset, stalls, backoff = next, 0, 20*time.Millisecond
-		case len(part.RecordBatches) == 0 && part.LastStableOffset >= end &&
-			resp.ThrottleMillis == 0 && part.PreferredReadReplica < 0:
-			// Nothing is left between offset and a last stable offset
-			// that covers end: the rest below end was removed by the
-			// log cleaner. (A throttled response, or one naming a
-			// preferred read replica, is empty without meaning that.)
-			return applied, nil
-		default:
-			// A leader whose last stable offset has not caught up with
-			// end yet (just elected), a throttled response, or a batch
-			// cut short: try again.
-			if stalls++; stalls > maxStall {
-				return applied, wrapErr(fmt.Errorf("no progress after %d fetches (last stable offset %d, high watermark %d)",
-					stalls, part.LastStableOffset, part.HighWatermark))
-			}
-			if err := wait(nil); err != nil {
-				return applied, err
-			}
-		}
-	}
-	return applied, nil
+		return nil
+	}, func(offset int64, err error) error {
+		return fmt.Errorf("changelog: restoring %s/%d at offset %d: %w", topic, partition, offset, err)
+	})
+	return applied, err
 }
 
 // uncached makes kadm's metadata requests skip the client's metadata cache
 // (kadm issues the request directly when authorized operations are asked
 // for).
 func uncached(ctx context.Context) context.Context { return kadm.WithAuthorizedOps(ctx) }
-
-// partitionLeader returns the leader broker of partition and the topic's ID,
-// fresh from the cluster: it is asked again after a leader moved.
-func partitionLeader(ctx context.Context, adm *kadm.Client, topic string, partition int32) (int32, [16]byte, error) {
-	md, err := adm.Metadata(uncached(ctx), topic)
-	if err != nil {
-		return -1, [16]byte{}, err
-	}
-	td, ok := md.Topics[topic]
-	if !ok {
-		return -1, [16]byte{}, kerr.UnknownTopicOrPartition
-	}
-	if td.Err != nil {
-		return -1, [16]byte{}, td.Err
-	}
-	pd, ok := td.Partitions[partition]
-	if !ok {
-		return -1, [16]byte{}, kerr.UnknownTopicOrPartition
-	}
-	if pd.Err != nil && !errors.Is(pd.Err, kerr.ReplicaNotAvailable) {
-		return -1, [16]byte{}, pd.Err
-	}
-	if pd.Leader < 0 {
-		return -1, [16]byte{}, kerr.LeaderNotAvailable
-	}
-	return pd.Leader, td.ID, nil
-}
-
-// retriable reports whether a fetch or metadata error may pass: leadership
-// moves, a topic not yet known everywhere, or a broken connection.
-func retriable(err error) bool {
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		return ke.Retriable || errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)
-	}
-	return !errors.Is(err, kgo.ErrClientClosed) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
-}

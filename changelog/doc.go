@@ -15,4 +15,7 @@
 // # Concurrency
 //
 // The functions are safe for concurrent use on different partitions.
+//
+// Called by the engine only: task (restore, records of state writes), the
+// extractor engine (cursors) and the runner (Ensure).
 package changelog

@@ -30,11 +30,11 @@
 //			}
 //		}
 //	})
-//	r, err := extractor.NewRunner(ex,
-//		extractor.SeedBrokers("localhost:9092"),
-//		extractor.ApplicationID("tenant-items"),
-//		extractor.ConfigTopics("tenants"),
-//		extractor.PollInterval(time.Minute),
+//	r, err := runner.New(ex,
+//		runner.SeedBrokers("localhost:9092"),
+//		runner.ApplicationID("tenant-items"),
+//		runner.ConfigTopics("tenants"),
+//		runner.PollInterval(time.Minute),
 //	)
 //	if err != nil { ... }   // every configuration problem, coded
 //	err = r.Run(ctx)         // until ctx is canceled or an error
@@ -59,7 +59,7 @@
 // pages small enough to fit in memory.
 //
 // A page must close within PageTimeout (default 30s), which must be below
-// TransactionTimeout (default 60s; NewRunner rejects anything else with
+// TransactionTimeout (default 60s; runner.New rejects anything else with
 // flechtwerk.ErrTransactionTimeout). A page that takes longer is aborted:
 // its poll's context is canceled and Run ends with a *PollError naming the
 // config key (errors.Is ErrPageTimeout).
@@ -94,8 +94,8 @@
 // configtopic), read_committed, and kept current while running: a new config
 // is polled as soon as it is read, a tombstone stops polls of its key and,
 // by default, deletes its cursor with a changelog tombstone in a
-// transaction of its token (TombstonedCursors: DeleteCursors or
-// KeepCursors). Config topics of one
+// transaction of its token (runner.TombstonedCursors: runner.DeleteCursors or
+// runner.KeepCursors). Config topics of one
 // extractor must exist (flechtwerk.ErrMissingTopic) and have equal
 // partition counts (flechtwerk.ErrPartitionMismatch).
 //
@@ -107,7 +107,7 @@
 // turn. A config whose record has the header flechtwerk.suspended: true
 // (SuspendedHeader; works with any config codec) is suspended: it stays
 // live and keeps its cursor, but is not polled; a new record of the key
-// without the header resumes it from its cursor. Runner.Wake polls a
+// without the header resumes it from its cursor. runner.Runner.Wake polls a
 // config at once, ahead of its interval, for sources that push a notice
 // of new data.
 //
@@ -119,7 +119,7 @@
 //
 // Run ends at the first error: a poll function's error or panic, a cursor
 // codec's panic, or an exceeded PageTimeout (*PollError, naming the config
-// key; a panic is a *PanicError with the stack inside it), an undecodable
+// key; a panic is a *flechtwerk.PanicError with the stack inside it), an undecodable
 // config record or a panicking config decoder or enrich hook
 // (*configtopic.RecordError, naming topic, partition and offset), a
 // fence (fencing.ErrFenced), or a broker error. The failed poll's open page

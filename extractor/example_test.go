@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk/extractor"
+	"github.com/flechtwerk/flechtwerk/runner"
 )
 
 // A feed config names its source; the cursor is the next item to read.
@@ -18,7 +19,7 @@ type feed struct{ Size int }
 
 type position struct{ Next int }
 
-func ExampleNewRunner() {
+func Example_run() {
 	cluster, _ := kfake.NewCluster(kfake.NumBrokers(1))
 	defer cluster.Close()
 	cl, _ := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...))
@@ -43,11 +44,11 @@ func ExampleNewRunner() {
 		}
 		return nil
 	})
-	r, err := extractor.NewRunner(ex,
-		extractor.SeedBrokers(cluster.ListenAddrs()...),
-		extractor.ApplicationID("feeds-example"),
-		extractor.ConfigTopics("feeds"),
-		extractor.PollInterval(time.Minute),
+	r, err := runner.New(ex,
+		runner.SeedBrokers(cluster.ListenAddrs()...),
+		runner.ApplicationID("feeds-example"),
+		runner.ConfigTopics("feeds"),
+		runner.PollInterval(time.Minute),
 	)
 	if err != nil {
 		fmt.Println(err)

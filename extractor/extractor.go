@@ -2,13 +2,14 @@ package extractor
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"runtime/debug"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/configtopic"
+	"github.com/flechtwerk/flechtwerk/internal/pollstage"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -39,14 +40,14 @@ type Func[C, S any] func(ctx context.Context, cfg Config[C], cursor S, out *Emit
 // belongs to one poll call: it is not safe for concurrent use and must not
 // be kept after the call returns.
 type Emitter[S any] struct {
-	p     *page
-	codec transformer.StateCodec[S]
+	p     pollstage.Page
+	codec transformer.Codec[S]
 	had   bool
 }
 
 // Send adds a record to the open page, partitioned by key.
 func (e *Emitter[S]) Send(topic string, key, value []byte) {
-	e.p.add(&kgo.Record{Topic: topic, Key: key, Value: value})
+	e.p.Add(&kgo.Record{Topic: topic, Key: key, Value: value})
 }
 
 // SendRecord adds a fully specified record to the open page.
@@ -58,11 +59,11 @@ func (e *Emitter[S]) SendRecord(o Output) {
 			r.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 		}
 	}
-	e.p.add(r)
+	e.p.Add(r)
 }
 
 // Pending returns how many records the open page holds.
-func (e *Emitter[S]) Pending() int { return len(e.p.recs) }
+func (e *Emitter[S]) Pending() int { return e.p.Pending() }
 
 // HadCursor reports whether the config had a committed cursor when the
 // poll began; when it did not, the cursor argument is the zero value of S.
@@ -83,21 +84,21 @@ func (e *Emitter[S]) HadCursor() bool { return e.had }
 func (e *Emitter[S]) Commit(ctx context.Context, cursor S) error {
 	b, err := e.codec.Encode(cursor)
 	if err != nil {
-		err = fmt.Errorf("extractor: config %q: encoding cursor: %w", e.p.key, err)
-		e.p.fail(err)
+		err = fmt.Errorf("extractor: config %q: encoding cursor: %w", e.p.Key(), err)
+		e.p.Fail(err)
 		return err
 	}
 	if b == nil {
 		b = []byte{} // nil is a tombstone on the changelog
 	}
-	return e.p.commit(ctx, b, true)
+	return e.p.Commit(ctx, b)
 }
 
 // Extractor is a poll function with its codecs. Build it with New; run it
-// with NewRunner.
+// with runner.New.
 type Extractor[C, S any] struct {
 	fn     Func[C, S]
-	codec  transformer.StateCodec[S]
+	codec  transformer.Codec[S]
 	config configtopic.Decoder[C]
 	enrich configtopic.EnrichFunc[C]
 	err    error
@@ -118,8 +119,8 @@ func (o exOpt) apply(c *exCfg) { o(c) }
 
 // CursorCodec sets the codec of the cursor state in the changelog. Default
 // transformer.JSON[S](). Its type must be the extractor's cursor type; a
-// mismatch is reported by NewRunner with flechtwerk.CodeInvalidTransformer.
-func CursorCodec[S any](c transformer.StateCodec[S]) Opt {
+// mismatch is reported by runner.New with flechtwerk.CodeInvalidTransformer.
+func CursorCodec[S any](c transformer.Codec[S]) Opt {
 	return exOpt(func(cf *exCfg) { cf.codec = c })
 }
 
@@ -138,7 +139,9 @@ func Enrich[C any](fn configtopic.EnrichFunc[C]) Opt {
 	return exOpt(func(cf *exCfg) { cf.enrich = fn })
 }
 
-// New returns an extractor over config type C and cursor type S.
+// New returns an extractor over config type C and cursor type S. Every
+// problem found (a nil function, a codec, decoder or hook of another type)
+// is reported by Validate, joined with errors.Join.
 func New[C, S any](fn Func[C, S], opts ...Opt) *Extractor[C, S] {
 	var c exCfg
 	for _, o := range opts {
@@ -149,14 +152,18 @@ func New[C, S any](fn Func[C, S], opts ...Opt) *Extractor[C, S] {
 		zeroC C
 		zeroS S
 	)
+	var errs []error
+	if fn == nil {
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Func", "poll function is nil"))
+	}
 	switch codec := c.codec.(type) {
 	case nil:
 		x.codec = transformer.JSON[S]()
-	case transformer.StateCodec[S]:
+	case transformer.Codec[S]:
 		x.codec = codec
 	default:
-		x.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "CursorCodec",
-			"codec %T does not encode the cursor type %T", codec, zeroS)
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "CursorCodec",
+			"codec %T does not encode the cursor type %T", codec, zeroS))
 	}
 	switch d := c.config.(type) {
 	case nil:
@@ -164,33 +171,39 @@ func New[C, S any](fn Func[C, S], opts ...Opt) *Extractor[C, S] {
 	case configtopic.Decoder[C]:
 		x.config = d
 	default:
-		x.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "ConfigCodec",
-			"decoder %T does not decode the config type %T", d, zeroC)
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "ConfigCodec",
+			"decoder %T does not decode the config type %T", d, zeroC))
 	}
 	switch e := c.enrich.(type) {
 	case nil:
 	case configtopic.EnrichFunc[C]:
 		x.enrich = e
 	default:
-		x.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Enrich",
-			"enrich hook %T does not take the config type %T", e, zeroC)
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Enrich",
+			"enrich hook %T does not take the config type %T", e, zeroC))
 	}
-	if fn == nil {
-		x.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Func", "poll function is nil")
-	}
+	x.err = errors.Join(errs...)
 	return x
 }
 
-// Validate reports a problem found when the extractor was built.
+// Validate reports every problem found when the extractor was built, as
+// *flechtwerk.ConfigError values joined with errors.Join (nil when none).
 func (x *Extractor[C, S]) Validate() error { return x.err }
 
-// Poller is what a Runner runs; *Extractor implements it. Build one with
-// New.
-type Poller interface {
-	Validate() error
-	decodeConfig() configtopic.Decoder[any]
-	enrichConfig() configtopic.EnrichFunc[any]
-	poll(ctx context.Context, cfg configtopic.Entry[any], cursor []byte, found bool, p *page) error
+// boxed carries a decoded config value of type C through the engine, which
+// holds it as an any: unboxing checks the box's type, so a value of type C
+// (even a nil interface value) always comes back, and anything else is an
+// error, not a silent zero value.
+type boxed[C any] struct{ v C }
+
+// unbox returns the config value v holds.
+func unbox[C any](v any) (C, error) {
+	b, ok := v.(boxed[C])
+	if !ok {
+		var zero C
+		return zero, fmt.Errorf("extractor: config value is a %T, not a decoded %T (a config entry of another extractor?)", v, zero)
+	}
+	return b.v, nil
 }
 
 type anyDecoder[C any] struct{ d configtopic.Decoder[C] }
@@ -198,14 +211,14 @@ type anyDecoder[C any] struct{ d configtopic.Decoder[C] }
 func (a anyDecoder[C]) Decode(b []byte) (v any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			v, err = nil, newPanicError(p)
+			v, err = nil, flechtwerk.Recovered(p)
 		}
 	}()
 	c, err := a.d.Decode(b)
 	if err != nil {
 		return nil, err
 	}
-	return c, nil
+	return boxed[C]{c}, nil
 }
 
 func (x *Extractor[C, S]) decodeConfig() configtopic.Decoder[any] { return anyDecoder[C]{x.config} }
@@ -217,21 +230,27 @@ func (x *Extractor[C, S]) enrichConfig() configtopic.EnrichFunc[any] {
 	return func(ctx context.Context, rec *configtopic.Record, v any) (out any, err error) {
 		defer func() {
 			if p := recover(); p != nil {
-				out, err = nil, newPanicError(p)
+				out, err = nil, flechtwerk.Recovered(p)
 			}
 		}()
-		c, _ := v.(C)
+		c, err := unbox[C](v)
+		if err != nil {
+			return nil, err
+		}
 		c, err = x.enrich(ctx, rec, c)
 		if err != nil {
 			return nil, err
 		}
-		return c, nil
+		return boxed[C]{c}, nil
 	}
 }
 
-func (x *Extractor[C, S]) poll(ctx context.Context, e configtopic.Entry[any], cursor []byte, found bool, p *page) error {
-	cfg := Config[C]{Record: e.Record}
-	cfg.Config, _ = e.Config.(C)
+func (x *Extractor[C, S]) poll(ctx context.Context, e configtopic.Entry[any], cursor []byte, found bool, p pollstage.Page) error {
+	c, err := unbox[C](e.Config)
+	if err != nil {
+		return err
+	}
+	cfg := Config[C]{Record: e.Record, Config: c}
 	var s S
 	if found {
 		var err error
@@ -240,27 +259,6 @@ func (x *Extractor[C, S]) poll(ctx context.Context, e configtopic.Entry[any], cu
 		}
 	}
 	return x.fn(ctx, cfg, s, &Emitter[S]{p: p, codec: x.codec, had: found})
-}
-
-// PanicError is a panic of user code, recovered: of a poll function or a
-// cursor codec (Run ends with a *PollError naming the config key that
-// wraps it; the open page was aborted), or of a config decoder or enrich
-// hook (Run ends with a *configtopic.RecordError naming the record).
-type PanicError struct {
-	// Value is what was passed to panic.
-	Value any
-	// Stack is the stack of the panicking goroutine.
-	Stack []byte
-}
-
-func newPanicError(v any) *PanicError { return &PanicError{Value: v, Stack: debug.Stack()} }
-
-func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v\n\n%s", e.Value, e.Stack) }
-
-// Unwrap returns the panic value when it is an error.
-func (e *PanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
 }
 
 // SuspendedHeader is the header of a config record that suspends the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/flechtwerk/flechtwerk/extractor"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
+	"github.com/flechtwerk/flechtwerk/runner"
 )
 
 // conf is the config value of the tests: a source of Items items.
@@ -66,22 +67,22 @@ func logger() *slog.Logger {
 }
 
 // start runs an extractor until the test ends.
-func start(t testing.TB, c *kafkatest.Cluster, ex extractor.Poller, opts ...extractor.RunnerOpt) *running {
+func start(t testing.TB, c *kafkatest.Cluster, ex runner.Stage, opts ...runner.Opt) *running {
 	t.Helper()
 	_, rn := startRunner(t, c, ex, opts...)
 	return rn
 }
 
 // startRunner is start that also returns the Runner.
-func startRunner(t testing.TB, c *kafkatest.Cluster, ex extractor.Poller, opts ...extractor.RunnerOpt) (*extractor.Runner, *running) {
+func startRunner(t testing.TB, c *kafkatest.Cluster, ex runner.Stage, opts ...runner.Opt) (*runner.Runner, *running) {
 	t.Helper()
-	all := append([]extractor.RunnerOpt{
-		extractor.SeedBrokers(c.Brokers...),
-		extractor.SessionTimeout(6 * time.Second),
-		extractor.StateDir(t.TempDir()),
-		extractor.WithLogger(logger()),
+	all := append([]runner.Opt{
+		runner.SeedBrokers(c.Brokers...),
+		runner.SessionTimeout(6 * time.Second),
+		runner.StateDir(t.TempDir()),
+		runner.WithLogger(logger()),
 	}, opts...)
-	r, err := extractor.NewRunner(ex, all...)
+	r, err := runner.New(ex, all...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	rn := &running{cancel: cancel, done: make(chan struct{})}

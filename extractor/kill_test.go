@@ -16,6 +16,7 @@ import (
 
 	"github.com/flechtwerk/flechtwerk/extractor"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
+	"github.com/flechtwerk/flechtwerk/runner"
 )
 
 // Environment of the child process of TestKillMidPage.
@@ -54,14 +55,14 @@ func TestChildProcess(t *testing.T) {
 	if os.Getenv(envBrokers) == "" {
 		t.Skip("helper process of TestKillMidPage")
 	}
-	r, err := extractor.NewRunner(slowPager(os.Getenv(envOut)),
-		extractor.SeedBrokers(os.Getenv(envBrokers)),
-		extractor.ApplicationID(os.Getenv(envApp)),
-		extractor.ConfigTopics(os.Getenv(envConfig)),
-		extractor.StateDir(os.Getenv(envState)),
-		extractor.PollInterval(time.Hour),
-		extractor.SessionTimeout(2*time.Second),
-		extractor.WithLogger(logger()),
+	r, err := runner.New(slowPager(os.Getenv(envOut)),
+		runner.SeedBrokers(os.Getenv(envBrokers)),
+		runner.ApplicationID(os.Getenv(envApp)),
+		runner.ConfigTopics(os.Getenv(envConfig)),
+		runner.StateDir(os.Getenv(envState)),
+		runner.PollInterval(time.Hour),
+		runner.SessionTimeout(2*time.Second),
+		runner.WithLogger(logger()),
 	)
 	require.NoError(t, err)
 	require.NoError(t, r.Run(context.Background())) // until SIGKILL
@@ -143,7 +144,7 @@ func TestKillMidPage(t *testing.T) {
 			}
 		}
 		return nil
-	}), extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic), extractor.PollInterval(time.Hour))
+	}), runner.ApplicationID(app), runner.ConfigTopics(cfgTopic), runner.PollInterval(time.Hour))
 	kafkatest.WaitFor(t, 90*time.Second, "all items visible", func() bool {
 		require.False(t, final.ended(), "extractor ended: %v", final.err)
 		return countVisible(t, c, out) >= configs*items

@@ -18,6 +18,7 @@ import (
 	"github.com/flechtwerk/flechtwerk/extractor"
 	"github.com/flechtwerk/flechtwerk/fencing"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
+	"github.com/flechtwerk/flechtwerk/runner"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -46,8 +47,8 @@ func TestCursorResume(t *testing.T) {
 		}
 		return nil
 	})
-	opts := []extractor.RunnerOpt{extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic),
-		extractor.PollInterval(time.Hour)}
+	opts := []runner.Opt{runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+		runner.PollInterval(time.Hour)}
 	first := start(t, c, ex, opts...)
 	select {
 	case <-blocked:
@@ -154,8 +155,8 @@ func TestHandover(t *testing.T) {
 			return nil
 		})
 	}
-	opts := []extractor.RunnerOpt{extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic),
-		extractor.PollInterval(100 * time.Millisecond)}
+	opts := []runner.Opt{runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+		runner.PollInterval(100 * time.Millisecond)}
 
 	a := start(t, c, instance("A"), opts...)
 	kafkatest.WaitFor(t, 60*time.Second, "A polls", func() bool {
@@ -222,8 +223,8 @@ func TestZombie(t *testing.T) {
 		}
 		return nil
 	})
-	zombie := start(t, c, ex, extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic),
-		extractor.PollInterval(time.Hour))
+	zombie := start(t, c, ex, runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+		runner.PollInterval(time.Hour))
 	select {
 	case <-blocked:
 	case <-zombie.done:
@@ -273,8 +274,8 @@ func TestConfigAddAndTombstone(t *testing.T) {
 		log.add("", string(cfg.Key))
 		return nil
 	})
-	rn := start(t, c, ex, extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic),
-		extractor.PollInterval(50*time.Millisecond))
+	rn := start(t, c, ex, runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+		runner.PollInterval(50*time.Millisecond))
 	kafkatest.WaitFor(t, 60*time.Second, "a polled", func() bool {
 		require.False(t, rn.ended(), "extractor ended: %v", rn.err)
 		return log.countKey("a") >= 3
@@ -313,8 +314,8 @@ func TestPollError(t *testing.T) {
 		}
 		return nil
 	})
-	rn := start(t, c, ex, extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic),
-		extractor.PollInterval(time.Hour))
+	rn := start(t, c, ex, runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+		runner.PollInterval(time.Hour))
 	err := rn.wait(t, 60*time.Second)
 	require.ErrorIs(t, err, boom)
 	var perr *extractor.PollError
@@ -339,9 +340,9 @@ func TestPageTimeout(t *testing.T) {
 		<-ctx.Done() // the source hangs
 		return ctx.Err()
 	})
-	rn := start(t, c, ex, extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic),
-		extractor.PollInterval(time.Hour), extractor.PageTimeout(500*time.Millisecond),
-		extractor.TransactionTimeout(10*time.Second))
+	rn := start(t, c, ex, runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+		runner.PollInterval(time.Hour), runner.PageTimeout(500*time.Millisecond),
+		runner.TransactionTimeout(10*time.Second))
 	err := rn.wait(t, 60*time.Second)
 	require.ErrorIs(t, err, extractor.ErrPageTimeout)
 	require.Contains(t, err.Error(), `config "slow"`)
@@ -357,8 +358,8 @@ func TestUndecodableConfig(t *testing.T) {
 		&kgo.Record{Topic: cfgTopic, Partition: 1, Key: []byte("broken"), Value: []byte("{not json")})
 
 	ex := pager("unused", 5, 1, nil)
-	rn := start(t, c, ex, extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic),
-		extractor.PollInterval(time.Hour))
+	rn := start(t, c, ex, runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+		runner.PollInterval(time.Hour))
 	err := rn.wait(t, 60*time.Second)
 	var rerr *configtopic.RecordError
 	require.ErrorAs(t, err, &rerr)
@@ -380,8 +381,8 @@ func TestEnrichFailure(t *testing.T) {
 	}, extractor.Enrich(func(ctx context.Context, rec *configtopic.Record, c conf) (conf, error) {
 		return c, errors.New("secret not found")
 	}))
-	rn := start(t, c, ex, extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic),
-		extractor.PollInterval(time.Hour))
+	rn := start(t, c, ex, runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+		runner.PollInterval(time.Hour))
 	err := rn.wait(t, 60*time.Second)
 	var rerr *configtopic.RecordError
 	require.ErrorAs(t, err, &rerr)
@@ -407,9 +408,9 @@ func TestStartupErrors(t *testing.T) {
 		{"unequal partition counts", []string{two, three}, flechtwerk.ErrPartitionMismatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := extractor.NewRunner(ex, extractor.SeedBrokers(c.Brokers...),
-				extractor.ApplicationID(kafkatest.Name("app")), extractor.ConfigTopics(tc.topics...),
-				extractor.PollInterval(time.Second), extractor.StateDir(t.TempDir()))
+			r, err := runner.New(ex, runner.SeedBrokers(c.Brokers...),
+				runner.ApplicationID(kafkatest.Name("app")), runner.ConfigTopics(tc.topics...),
+				runner.PollInterval(time.Second), runner.StateDir(t.TempDir()))
 			require.NoError(t, err)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
@@ -425,24 +426,24 @@ func TestStartupErrors(t *testing.T) {
 // with its code.
 func TestNewRunnerValidation(t *testing.T) {
 	ok := pager("out", 1, 1, nil)
-	base := []extractor.RunnerOpt{extractor.SeedBrokers("127.0.0.1:1"), extractor.ApplicationID("app"),
-		extractor.ConfigTopics("cfg"), extractor.PollInterval(time.Second)}
+	base := []runner.Opt{runner.SeedBrokers("127.0.0.1:1"), runner.ApplicationID("app"),
+		runner.ConfigTopics("cfg"), runner.PollInterval(time.Second)}
 	for _, tc := range []struct {
 		name string
-		ex   extractor.Poller
-		opts []extractor.RunnerOpt
+		ex   runner.Stage
+		opts []runner.Opt
 		want []error
 	}{
 		{"valid", ok, nil, nil},
 		{"page timeout not below transaction timeout", ok,
-			[]extractor.RunnerOpt{extractor.PageTimeout(time.Minute), extractor.TransactionTimeout(time.Minute)},
+			[]runner.Opt{runner.PageTimeout(time.Minute), runner.TransactionTimeout(time.Minute)},
 			[]error{flechtwerk.ErrTransactionTimeout}},
-		{"no poll interval", ok, []extractor.RunnerOpt{extractor.PollInterval(0)}, []error{flechtwerk.ErrNoPollInterval}},
+		{"no poll interval", ok, []runner.Opt{runner.PollInterval(0)}, []error{flechtwerk.ErrNoPollInterval}},
 		{"everything missing", ok,
-			[]extractor.RunnerOpt{extractor.SeedBrokers(), extractor.ApplicationID(""), extractor.ConfigTopics(), extractor.Concurrency(0)},
+			[]runner.Opt{runner.SeedBrokers(), runner.ApplicationID(""), runner.ConfigTopics(), runner.Concurrency(0)},
 			[]error{flechtwerk.ErrNoBrokers, flechtwerk.ErrEmptyApplicationID, flechtwerk.ErrNoConfigTopics, flechtwerk.ErrInvalidOption}},
 		{"duplicate and changelog topics", ok,
-			[]extractor.RunnerOpt{extractor.ConfigTopics("cfg", "cfg", "app-changelog")}, []error{flechtwerk.ErrDuplicateTopic}},
+			[]runner.Opt{runner.ConfigTopics("cfg", "cfg", "app-changelog")}, []error{flechtwerk.ErrDuplicateTopic}},
 		{"nil poll function", extractor.New[conf, cursor](nil), nil, []error{flechtwerk.ErrInvalidTransformer}},
 		{"cursor codec of another type", extractor.New(func(context.Context, extractor.Config[conf], cursor, *extractor.Emitter[cursor]) error { return nil },
 			extractor.CursorCodec(transformer.Bytes())), nil, []error{flechtwerk.ErrInvalidTransformer}},
@@ -450,7 +451,7 @@ func TestNewRunnerValidation(t *testing.T) {
 			extractor.ConfigCodec(configtopic.Bytes())), nil, []error{flechtwerk.ErrInvalidTransformer}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := extractor.NewRunner(tc.ex, append(append([]extractor.RunnerOpt{}, base...), tc.opts...)...)
+			_, err := runner.New(tc.ex, append(append([]runner.Opt{}, base...), tc.opts...)...)
 			if tc.want == nil {
 				require.NoError(t, err)
 				return
@@ -498,8 +499,8 @@ func TestConcurrencyBound(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		return nil
 	})
-	rn := start(t, c, ex, extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic),
-		extractor.PollInterval(10*time.Millisecond), extractor.Concurrency(3))
+	rn := start(t, c, ex, runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+		runner.PollInterval(10*time.Millisecond), runner.Concurrency(3))
 	kafkatest.WaitFor(t, 60*time.Second, "polls", func() bool {
 		require.False(t, rn.ended(), "extractor ended: %v", rn.err)
 		return total.Load() >= 40
@@ -523,8 +524,8 @@ func TestHotStandby(t *testing.T) {
 			return nil
 		})
 	}
-	opts := []extractor.RunnerOpt{extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic),
-		extractor.PollInterval(50 * time.Millisecond)}
+	opts := []runner.Opt{runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+		runner.PollInterval(50 * time.Millisecond)}
 	a := start(t, c, instance("A"), opts...)
 	kafkatest.WaitFor(t, 60*time.Second, "A polls", func() bool { return log.count("A") >= 3 })
 	b := start(t, c, instance("B"), opts...)

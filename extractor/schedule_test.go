@@ -13,9 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/configtopic"
 	"github.com/flechtwerk/flechtwerk/extractor"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
+	"github.com/flechtwerk/flechtwerk/runner"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -71,8 +73,8 @@ func TestFairScheduling(t *testing.T) {
 		time.Sleep(30 * time.Millisecond) // slower than the interval
 		return nil
 	})
-	rn := start(t, c, ex, extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic),
-		extractor.PollInterval(10*time.Millisecond), extractor.Concurrency(1))
+	rn := start(t, c, ex, runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+		runner.PollInterval(10*time.Millisecond), runner.Concurrency(1))
 	kafkatest.WaitFor(t, 60*time.Second, "40 polls", func() bool {
 		require.False(t, rn.ended(), "extractor ended: %v", rn.err)
 		return log.count("") >= 40
@@ -100,9 +102,9 @@ func TestConsumerOptsCannotOverrideDelivery(t *testing.T) {
 		return nil
 	})
 	noop := func(context.Context, *kgo.Client, map[string][]int32) {}
-	rn := start(t, c, ex, extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic),
-		extractor.PollInterval(50*time.Millisecond),
-		extractor.WithConsumerOpts(kgo.OnPartitionsAssigned(noop), kgo.OnPartitionsRevoked(noop),
+	rn := start(t, c, ex, runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+		runner.PollInterval(50*time.Millisecond),
+		runner.WithConsumerOpts(kgo.OnPartitionsAssigned(noop), kgo.OnPartitionsRevoked(noop),
 			kgo.Balancers(kgo.RoundRobinBalancer()), kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd())))
 	kafkatest.WaitFor(t, 30*time.Second, "both configs polled", func() bool {
 		require.False(t, rn.ended(), "extractor ended: %v", rn.err)
@@ -112,7 +114,7 @@ func TestConsumerOptsCannotOverrideDelivery(t *testing.T) {
 }
 
 // panicCodec is a cursor codec whose Encode panics.
-type panicCodec struct{ transformer.StateCodec[cursor] }
+type panicCodec struct{ transformer.Codec[cursor] }
 
 func (panicCodec) Encode(cursor) ([]byte, error) { panic("encoder exploded") }
 
@@ -148,13 +150,13 @@ func TestPollPanic(t *testing.T) {
 		}
 		return nil
 	})
-	rn := start(t, c, ex, extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic),
-		extractor.PollInterval(time.Hour))
+	rn := start(t, c, ex, runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+		runner.PollInterval(time.Hour))
 	err := rn.wait(t, 60*time.Second)
 	var perr *extractor.PollError
 	require.ErrorAs(t, err, &perr)
 	require.Equal(t, boom, string(perr.Key))
-	var pe *extractor.PanicError
+	var pe *flechtwerk.PanicError
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, "kaboom at 5", pe.Value)
 	require.Contains(t, err.Error(), fmt.Sprintf("config %q", boom))
@@ -193,8 +195,8 @@ func TestCodecPanic(t *testing.T) {
 			e.Send(out, cfg.Key, []byte("x"))
 			return e.Commit(ctx, cursor{Next: 1})
 		}, extractor.CursorCodec[cursor](panicCodec{transformer.JSON[cursor]()}))
-		rn := start(t, c, ex, extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic),
-			extractor.PollInterval(time.Hour))
+		rn := start(t, c, ex, runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+			runner.PollInterval(time.Hour))
 		err := rn.wait(t, 60*time.Second)
 		var perr *extractor.PollError
 		require.ErrorAs(t, err, &perr)
@@ -209,13 +211,13 @@ func TestCodecPanic(t *testing.T) {
 		ex := extractor.New(func(ctx context.Context, cfg extractor.Config[conf], cur cursor, e *extractor.Emitter[cursor]) error {
 			return nil
 		}, extractor.ConfigCodec[conf](panicDecoder{}))
-		rn := start(t, c, ex, extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic),
-			extractor.PollInterval(time.Hour))
+		rn := start(t, c, ex, runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+			runner.PollInterval(time.Hour))
 		err := rn.wait(t, 60*time.Second)
 		var rerr *configtopic.RecordError
 		require.ErrorAs(t, err, &rerr)
 		require.Equal(t, int64(0), rerr.Offset)
-		var pe *extractor.PanicError
+		var pe *flechtwerk.PanicError
 		require.ErrorAs(t, err, &pe)
 		require.Contains(t, err.Error(), "panic: decoder exploded")
 	})
@@ -230,11 +232,11 @@ func TestTombstonedCursors(t *testing.T) {
 	c := kafkatest.New(t)
 	for _, tc := range []struct {
 		name string
-		opts []extractor.RunnerOpt
+		opts []runner.Opt
 		keep bool
 	}{
 		{"delete by default", nil, false},
-		{"keep", []extractor.RunnerOpt{extractor.TombstonedCursors(extractor.KeepCursors)}, true},
+		{"keep", []runner.Opt{runner.TombstonedCursors(runner.KeepCursors)}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfgTopic, out, app := kafkatest.Name("cfg"), kafkatest.Name("out"), kafkatest.Name("app")
@@ -253,8 +255,8 @@ func TestTombstonedCursors(t *testing.T) {
 				mu.Unlock()
 				return ex(ctx, cfg, cur, e)
 			})
-			opts := append([]extractor.RunnerOpt{extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic),
-				extractor.PollInterval(50 * time.Millisecond)}, tc.opts...)
+			opts := append([]runner.Opt{runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+				runner.PollInterval(50 * time.Millisecond)}, tc.opts...)
 			rn := start(t, c, logged, opts...)
 			kafkatest.WaitFor(t, 60*time.Second, "both cursors at 4", func() bool {
 				require.False(t, rn.ended(), "extractor ended: %v", rn.err)
@@ -347,8 +349,8 @@ func TestNoEmptyTransactions(t *testing.T) {
 		}
 		return nil
 	})
-	rn := start(t, c, ex, extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic),
-		extractor.PollInterval(20*time.Millisecond), extractor.Concurrency(1))
+	rn := start(t, c, ex, runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+		runner.PollInterval(20*time.Millisecond), runner.Concurrency(1))
 	kafkatest.WaitFor(t, 60*time.Second, "10 polls of a", func() bool {
 		require.False(t, rn.ended(), "extractor ended: %v", rn.err)
 		return log.countKey("a") >= 10
@@ -403,8 +405,8 @@ func TestWake(t *testing.T) {
 		polled <- time.Now()
 		return nil
 	})
-	r, rn := startRunner(t, c, ex, extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic),
-		extractor.PollInterval(time.Hour))
+	r, rn := startRunner(t, c, ex, runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+		runner.PollInterval(time.Hour))
 	select {
 	case <-polled: // the first poll, at once
 	case <-time.After(60 * time.Second):
@@ -455,8 +457,8 @@ func TestSuspendResume(t *testing.T) {
 		defer mu.Unlock()
 		return slices.Clone(starts)
 	}
-	rn := start(t, c, ex, extractor.ApplicationID(app), extractor.ConfigTopics(cfgTopic),
-		extractor.PollInterval(20*time.Millisecond))
+	rn := start(t, c, ex, runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+		runner.PollInterval(20*time.Millisecond))
 	kafkatest.WaitFor(t, 60*time.Second, "3 polls", func() bool {
 		require.False(t, rn.ended(), "extractor ended: %v", rn.err)
 		return len(started()) >= 3
@@ -494,8 +496,8 @@ func TestSuspendResume(t *testing.T) {
 	bad := configRec(t, cfgTopic2, 0, "x", 1)
 	bad.Headers = []kgo.RecordHeader{{Key: extractor.SuspendedHeader, Value: []byte("yes")}}
 	c.Produce(t, bad)
-	rn = start(t, c, ex, extractor.ApplicationID(kafkatest.Name("app")), extractor.ConfigTopics(cfgTopic2),
-		extractor.PollInterval(time.Hour))
+	rn = start(t, c, ex, runner.ApplicationID(kafkatest.Name("app")), runner.ConfigTopics(cfgTopic2),
+		runner.PollInterval(time.Hour))
 	err = rn.wait(t, 60*time.Second)
 	var rerr *configtopic.RecordError
 	require.ErrorAs(t, err, &rerr)

@@ -17,4 +17,7 @@
 //
 // The functions here are safe for concurrent use; the *kgo.Client returned
 // by Init belongs to one task.
+//
+// Called by the engine only: internal/txn opens every transactional
+// producer through Init, and classifies errors with Classify.
 package fencing

@@ -10,14 +10,13 @@ import (
 
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/runner"
-	"github.com/flechtwerk/flechtwerk/task"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
 var errPoison = errors.New("poison record")
 
 // TestTransformErrorAbortsBatch fails the transform on one record in the
-// middle of a batch. Run ends with a *task.ProcessError naming topic,
+// middle of a batch. Run ends with a *transformer.ProcessError naming topic,
 // partition and offset; nothing of the failing batch is visible (not the
 // outputs of the records before the poison, not their state writes) and
 // the committed offset stays at the end of the batch before. A restart with
@@ -61,7 +60,7 @@ func TestTransformErrorAbortsBatch(t *testing.T) {
 	}), opts...)
 	err := rn.wait(t, 30*time.Second)
 	require.Error(t, err)
-	var pe *task.ProcessError
+	var pe *transformer.ProcessError
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, in, pe.Topic)
 	require.Equal(t, int32(0), pe.Partition)

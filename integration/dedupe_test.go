@@ -23,7 +23,7 @@ func setter() *transformer.Transformer[[]byte] {
 			e.SetState(rec.Value)
 		}
 		return nil
-	}, transformer.Codec(transformer.Bytes()))
+	}, transformer.StateCodec(transformer.Bytes()))
 }
 
 // changelogEntry is one changelog record: a value, or a tombstone.

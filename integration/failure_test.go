@@ -17,7 +17,6 @@ import (
 	"github.com/flechtwerk/flechtwerk/fencing"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/runner"
-	"github.com/flechtwerk/flechtwerk/task"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -43,8 +42,8 @@ func requireNoOpenTransaction(t testing.TB, c *kafkatest.Cluster, app string, pa
 
 // TestPanicAbortsBatch panics in user code (the transform, the state-key
 // function) on one record of partition 0 while partition 1 runs in the same
-// batch. Run ends with a *task.ProcessError naming topic, partition, offset
-// and key whose Err is a *task.PanicError with the stack; nothing of
+// batch. Run ends with a *transformer.ProcessError naming topic, partition, offset
+// and key whose Err is a *flechtwerk.PanicError with the stack; nothing of
 // partition 0's batch is visible and its offset did not move; no task left
 // a transaction open (the transaction timeout is long, so a left-open
 // transaction would show); a restart then processes every input exactly
@@ -92,13 +91,13 @@ func TestPanicAbortsBatch(t *testing.T) {
 			}
 			rn := start(t, c, proc, opts...)
 			err := rn.wait(t, 30*time.Second)
-			var pe *task.ProcessError
+			var pe *transformer.ProcessError
 			require.ErrorAs(t, err, &pe)
 			require.Equal(t, in, pe.Topic)
 			require.Equal(t, int32(0), pe.Partition)
 			require.Equal(t, poison.Offset, pe.Offset)
 			require.Equal(t, poison.Key, pe.Key)
-			var panicErr *task.PanicError
+			var panicErr *flechtwerk.PanicError
 			require.ErrorAs(t, err, &panicErr)
 			require.Equal(t, fmt.Sprintf("%s panics on offset %d", where, poison.Offset), panicErr.Value)
 			require.Contains(t, string(panicErr.Stack), "integration.TestPanicAbortsBatch", "the stack names the panicking code")

@@ -20,7 +20,6 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/runner"
 	"github.com/flechtwerk/flechtwerk/store"
-	"github.com/flechtwerk/flechtwerk/task"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -52,7 +51,7 @@ func logger(t testing.TB) *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-func start(t testing.TB, c *kafkatest.Cluster, proc task.Processor, opts ...runner.Opt) *running {
+func start(t testing.TB, c *kafkatest.Cluster, proc runner.Stage, opts ...runner.Opt) *running {
 	t.Helper()
 	all := append([]runner.Opt{
 		runner.SeedBrokers(c.Brokers...),

@@ -12,7 +12,6 @@ import (
 
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/runner"
-	"github.com/flechtwerk/flechtwerk/task"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -55,12 +54,12 @@ func TestIdleLag(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		proc func(out string) task.Processor
+		proc func(out string) runner.Stage
 		// writes: the transformer writes for "w" records.
 		writes bool
 	}{
-		{name: "stateful, some records idle", writes: true, proc: func(out string) task.Processor { return sometimesCounter(out) }},
-		{name: "stateless, all records idle", proc: func(string) task.Processor {
+		{name: "stateful, some records idle", writes: true, proc: func(out string) runner.Stage { return sometimesCounter(out) }},
+		{name: "stateless, all records idle", proc: func(string) runner.Stage {
 			return transformer.Stateless(func(context.Context, *transformer.Record, *transformer.Outputs) error { return nil })
 		}},
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/runner"
-	"github.com/flechtwerk/flechtwerk/task"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -22,16 +21,16 @@ import (
 func TestStatelessCreatesNoStore(t *testing.T) {
 	tests := []struct {
 		name     string
-		proc     func(out string) task.Processor
+		proc     func(out string) runner.Stage
 		stateful bool
 	}{
-		{name: "stateless", proc: func(out string) task.Processor {
+		{name: "stateless", proc: func(out string) runner.Stage {
 			return transformer.Stateless(func(ctx context.Context, rec *transformer.Record, o *transformer.Outputs) error {
 				o.Send(out, rec.Key, append([]byte(nil), rec.Value...))
 				return nil
 			})
 		}},
-		{name: "stateful", stateful: true, proc: func(out string) task.Processor {
+		{name: "stateful", stateful: true, proc: func(out string) runner.Stage {
 			return echoCounter(out, nil)
 		}},
 	}

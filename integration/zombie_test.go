@@ -12,6 +12,7 @@ import (
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/fencing"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/runner"
 	"github.com/flechtwerk/flechtwerk/task"
 	"github.com/flechtwerk/flechtwerk/transformer"
@@ -114,7 +115,8 @@ func TestZombieTaskCommitIsFenced(t *testing.T) {
 				TransactionTimeout: 30 * time.Second,
 				KafkaOpts:          []kgo.Opt{kgo.SeedBrokers(c.Brokers...)},
 			}
-			proc := echoCounter(out, nil)
+			proc, ok := stage.TransformerOf(echoCounter(out, nil))
+			require.True(t, ok)
 			run := func(cfg task.Config) (*task.Task, *task.Batch) {
 				tk, err := task.Start(ctx, cfg, proc)
 				require.NoError(t, err)

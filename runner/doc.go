@@ -1,4 +1,15 @@
-// Package runner runs a transformer with exactly-once delivery.
+// Package runner runs a transformer or an extractor with exactly-once
+// delivery: New(stage, opts...) takes a *transformer.Transformer or an
+// *extractor.Extractor, with the options of both kinds (SeedBrokers,
+// ApplicationID, StateDir, TransactionTimeout, Concurrency, ...) and those
+// of its own kind (a transformer's InputTopics, MaxPollRecords,
+// BatchTimeout; an extractor's ConfigTopics, PollInterval, PageTimeout,
+// TombstonedCursors). An option of the other kind is a configuration
+// error. See package extractor for how an extractor runs; the rest of this
+// page is about transformers. The files: runner.go (New, Run, Wake),
+// options.go, transform.go (a transformer's startup), loop.go (the main
+// loop and its batches), rebalance.go (group callbacks), commit.go (offsets
+// of batches that wrote nothing), stores.go (StoreRetention).
 //
 //	r, err := runner.New(counter,
 //		runner.SeedBrokers("localhost:9092"),
@@ -36,10 +47,10 @@
 //
 // # Errors
 //
-// Run ends at the first error: a transform error (*task.ProcessError naming
+// Run ends at the first error: a transform error (*transformer.ProcessError naming
 // topic, partition and offset), a panic in the transform, the state-key
-// function or a codec (recovered into a *task.ProcessError whose Err is a
-// *task.PanicError with the stack), a batch that outlived BatchTimeout
+// function or a codec (recovered into a *transformer.ProcessError whose Err is a
+// *flechtwerk.PanicError with the stack), a batch that outlived BatchTimeout
 // (*BatchTimeoutError), a fence (fencing.ErrFenced: another instance owns
 // the task now), a store still held by another process (store.ErrLocked),
 // the loss of the group session, or a broker error (a

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -14,26 +13,26 @@ import (
 // goroutine until the returned stop is called; stop waits for it.
 func (r *Runner) pruneStores(ctx context.Context) (stop func()) {
 	c := &r.cfg
-	if !r.proc.Stateful() || c.retention < 0 {
+	if r.proc != nil && !r.proc.Stateful() || c.StoreRetention < 0 {
 		return func() {}
 	}
-	appDir := filepath.Join(c.stateDir, c.appID)
+	appDir := c.AppDir()
 	prune := func() {
-		removed, err := store.Prune(appDir, c.retention)
+		removed, err := store.Prune(appDir, c.StoreRetention)
 		for _, dir := range removed {
-			c.logger.Info("deleted unused store", "dir", dir, "retention", c.retention)
+			c.Logger.Info("deleted unused store", "dir", dir, "retention", c.StoreRetention)
 		}
 		if err != nil {
 			// Housekeeping only: a store that could not be deleted
 			// takes disk space, nothing else.
-			c.logger.Warn("deleting unused stores", "dir", appDir, "err", err)
+			c.Logger.Warn("deleting unused stores", "dir", appDir, "err", err)
 		}
 	}
 	prune()
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(min(max(c.retention/4, time.Minute), time.Hour))
+		t := time.NewTicker(min(max(c.StoreRetention/4, time.Minute), time.Hour))
 		defer t.Stop()
 		for {
 			select {

@@ -1,34 +1,22 @@
 package task
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flechtwerk/flechtwerk/changelog"
-	"github.com/flechtwerk/flechtwerk/fencing"
+	"github.com/flechtwerk/flechtwerk/internal/config"
+	"github.com/flechtwerk/flechtwerk/internal/txn"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/store"
-	"github.com/flechtwerk/flechtwerk/transformer"
 )
-
-// Processor is what a task runs per record; *transformer.Transformer
-// implements it.
-type Processor interface {
-	Stateful() bool
-	StateKey(rec *transformer.Record) []byte
-	Process(ctx context.Context, rec *transformer.Record, state []byte, found bool) (transformer.Result, error)
-}
 
 // Config describes one task.
 type Config struct {
@@ -52,10 +40,9 @@ type Config struct {
 // Task is one running task.
 type Task struct {
 	cfg      Config
-	txnID    string
-	producer *kgo.Client
+	producer *txn.Producer
 	store    *store.Store
-	proc     Processor
+	proc     stage.Transformer
 	topicIdx map[string]int
 
 	// mu guards closed against the producer and the store: Commit and
@@ -71,86 +58,10 @@ type Task struct {
 // BatchTimeout and was abandoned. Nothing of the batch was produced.
 var ErrClosed = errors.New("task: closed")
 
-// ProcessError is a transform error. The task's batch was not committed:
-// nothing of it is visible and its offsets did not advance, so the record is
-// redelivered when the task runs again.
-type ProcessError struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	Key       []byte
-	Err       error
-}
-
-func (e *ProcessError) Error() string {
-	return fmt.Sprintf("task: transform failed at topic %s partition %d offset %d (key %q): %v; batch aborted, offsets not advanced",
-		e.Topic, e.Partition, e.Offset, e.Key, e.Err)
-}
-
-func (e *ProcessError) Unwrap() error { return e.Err }
-
-// PanicError is a panic in user code (the transform, the state-key function
-// or a state codec), recovered by the task. It is the Err of a
-// *ProcessError naming the record, so it is handled like an error the
-// transform returned: the batch is aborted and Run ends with it.
-type PanicError struct {
-	// Value is the value passed to panic.
-	Value any
-	// Stack is the stack of the panicking goroutine.
-	Stack []byte
-}
-
-func (e *PanicError) Error() string {
-	return fmt.Sprintf("panic: %v\n%s", e.Value, e.Stack)
-}
-
-// Unwrap returns the panic value when it is an error.
-func (e *PanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
-}
-
-// recovered turns a recovered panic value into a *PanicError.
-func recovered(v any) error {
-	return &PanicError{Value: v, Stack: debug.Stack()}
-}
-
-// stateKey calls the processor's state-key function, recovering a panic.
-func (t *Task) stateKey(rec *transformer.Record) (key []byte, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = recovered(v)
-		}
-	}()
-	return t.proc.StateKey(rec), nil
-}
-
-// process calls the processor for one record, recovering a panic.
-func (t *Task) process(ctx context.Context, rec *transformer.Record, state []byte, found bool) (res transformer.Result, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = recovered(v)
-		}
-	}()
-	return t.proc.Process(ctx, rec, state, found)
-}
-
-// get reads key from the store, unless the task is closed.
-func (t *Task) get(key []byte) ([]byte, bool, error) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	if t.closed {
-		return nil, false, ErrClosed
-	}
-	return t.store.Get(key)
-}
-
 // Start creates the task's transactional producer and fences every previous
 // owner of its transactional ID (step 1). It opens no store yet.
-func Start(ctx context.Context, cfg Config, proc Processor) (*Task, error) {
-	txnID := fencing.TransactionalID(cfg.ApplicationID, cfg.Partition)
-	opts := append(slices.Clone(cfg.KafkaOpts), kgo.RecordPartitioner(partitioner{changelog: cfg.Changelog}))
-	cl, err := fencing.Init(ctx, txnID, cfg.TransactionTimeout, opts...)
+func Start(ctx context.Context, cfg Config, proc stage.Transformer) (*Task, error) {
+	p, err := txn.Open(ctx, config.TransactionalID(cfg.ApplicationID, cfg.Partition), cfg.TransactionTimeout, cfg.Changelog, cfg.KafkaOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("task %d: %w", cfg.Partition, err)
 	}
@@ -161,7 +72,7 @@ func Start(ctx context.Context, cfg Config, proc Processor) (*Task, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Task{cfg: cfg, txnID: txnID, producer: cl, proc: proc, topicIdx: idx}, nil
+	return &Task{cfg: cfg, producer: p, proc: proc, topicIdx: idx}, nil
 }
 
 // Partition returns the task's partition number.
@@ -176,7 +87,7 @@ func (t *Task) Restore(ctx context.Context, adm *kadm.Client) error {
 	if !t.proc.Stateful() {
 		return nil
 	}
-	st, err := store.Open(ctx, store.Dir(t.cfg.StateDir, t.cfg.ApplicationID, t.cfg.Partition), store.Options{Logger: t.cfg.Logger})
+	st, err := store.Open(ctx, config.StoreDir(t.cfg.StateDir, t.cfg.ApplicationID, t.cfg.Partition), store.Options{Logger: t.cfg.Logger})
 	if err != nil {
 		return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
 	}
@@ -207,12 +118,10 @@ func (t *Task) Close() error {
 	t.closed = true
 	var errs []error
 	if t.producer != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), abortTimeout)
-		if err := t.producer.AbortBufferedRecords(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("task %d: abort buffered records: %w", t.cfg.Partition, err))
-		} else if err := t.producer.EndTransaction(ctx, kgo.TryAbort); err != nil {
-			// A no-op when no transaction is open.
-			errs = append(errs, fmt.Errorf("task %d: abort open transaction: %w", t.cfg.Partition, fencing.Classify(t.txnID, err)))
+		ctx, cancel := context.WithTimeout(context.Background(), txn.AbortTimeout)
+		// A no-op when no transaction is open.
+		if err := t.producer.Abort(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("task %d: open transaction: %w", t.cfg.Partition, err))
 		}
 		cancel()
 		t.producer.Close()
@@ -223,166 +132,6 @@ func (t *Task) Close() error {
 	}
 	t.store = nil
 	return errors.Join(errs...)
-}
-
-// Batch is the processed, not yet committed, result of one batch of a task.
-type Batch struct {
-	outputs []*kgo.Record
-	writes  []store.Write
-	// Offsets are the next offsets to consume per input topic of the task.
-	Offsets map[string]int64
-	// Records is how many input records the batch held.
-	Records int
-}
-
-// Empty reports whether the batch wrote nothing: no output and no state
-// change. Its offsets must then be committed outside a transaction.
-func (b *Batch) Empty() bool { return len(b.outputs) == 0 && len(b.writes) == 0 }
-
-// Outputs returns how many output records the batch holds.
-func (b *Batch) Outputs() int { return len(b.outputs) }
-
-// StateWrites returns how many changelog writes (after dedupe) it holds.
-func (b *Batch) StateWrites() int { return len(b.writes) }
-
-type bucket struct {
-	key  []byte
-	recs []*kgo.Record
-	in   []*transformer.Record // recs as the transformer sees them
-	outs []*kgo.Record
-	// final state of the key
-	op    transformer.StateOp
-	state []byte
-	err   error
-}
-
-// Process runs the transform over recs (all of this task's partition;
-// transaction markers among them only advance the offsets),
-// bounded by sem (one slot per concurrently running bucket). It neither
-// produces nor commits.
-func (t *Task) Process(ctx context.Context, recs []*kgo.Record, sem chan struct{}) (*Batch, error) {
-	b := &Batch{Offsets: make(map[string]int64), Records: len(recs)}
-	if len(recs) == 0 {
-		return b, nil
-	}
-	ordered := slices.Clone(recs)
-	slices.SortStableFunc(ordered, func(x, y *kgo.Record) int {
-		if c := cmp.Compare(t.topicIdx[x.Topic], t.topicIdx[y.Topic]); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.Offset, y.Offset)
-	})
-	for _, r := range ordered {
-		if r.Partition != t.cfg.Partition {
-			return nil, fmt.Errorf("task %d: got record of topic %s partition %d", t.cfg.Partition, r.Topic, r.Partition)
-		}
-		if next := r.Offset + 1; next > b.Offsets[r.Topic] {
-			b.Offsets[r.Topic] = next
-		}
-	}
-	// Transaction markers of transactional producers upstream take
-	// offsets too. They count for the committed offset (or lag would stay
-	// at 1 behind every marker) but are not input.
-	ordered = slices.DeleteFunc(ordered, func(r *kgo.Record) bool { return r.Attrs.IsControl() })
-	b.Records = len(ordered)
-
-	stateful := t.proc.Stateful()
-	var buckets []*bucket
-	byKey := make(map[string]*bucket)
-	for _, r := range ordered {
-		rec := toRecord(r)
-		key, err := t.stateKey(rec)
-		if err != nil {
-			return nil, &ProcessError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Err: err}
-		}
-		if stateful && len(key) == 0 {
-			return nil, &ProcessError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key,
-				Err: errors.New("record has an empty state key; a stateful transformer needs one (set transformer.StateKey)")}
-		}
-		bk := byKey[string(key)]
-		if bk == nil {
-			bk = &bucket{key: key}
-			byKey[string(key)] = bk
-			buckets = append(buckets, bk)
-		}
-		bk.recs = append(bk.recs, r)
-		bk.in = append(bk.in, rec)
-	}
-
-	var wg sync.WaitGroup
-	for _, bk := range buckets {
-		// A spent deadline wins over a free slot: the batch is over.
-		if err := ctx.Err(); err != nil {
-			wg.Wait()
-			return nil, fmt.Errorf("task %d: %w", t.cfg.Partition, err)
-		}
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			wg.Wait()
-			return nil, fmt.Errorf("task %d: %w", t.cfg.Partition, ctx.Err())
-		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			t.runBucket(ctx, bk, stateful)
-		}()
-	}
-	wg.Wait()
-
-	for _, bk := range buckets {
-		if bk.err != nil {
-			return nil, bk.err
-		}
-	}
-	for _, bk := range buckets {
-		b.outputs = append(b.outputs, bk.outs...)
-		switch bk.op {
-		case transformer.StatePut:
-			b.writes = append(b.writes, store.Write{Key: bk.key, Value: bk.state})
-		case transformer.StateDelete:
-			b.writes = append(b.writes, store.Write{Key: bk.key, Delete: true})
-		}
-	}
-	return b, nil
-}
-
-func (t *Task) runBucket(ctx context.Context, bk *bucket, stateful bool) {
-	var (
-		cur   []byte
-		found bool
-	)
-	if stateful {
-		var err error
-		cur, found, err = t.get(bk.key)
-		if err != nil {
-			bk.err = fmt.Errorf("task %d: %w", t.cfg.Partition, err)
-			return
-		}
-	}
-	for i, r := range bk.recs {
-		res, err := t.process(ctx, bk.in[i], cur, found)
-		if err != nil {
-			bk.err = &ProcessError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Err: err}
-			return
-		}
-		for _, o := range res.Outputs {
-			bk.outs = append(bk.outs, toKgo(o))
-		}
-		if !stateful {
-			continue
-		}
-		switch res.Op {
-		case transformer.StatePut:
-			cur, found = res.State, true
-			bk.op, bk.state = transformer.StatePut, res.State
-		case transformer.StateDelete:
-			// A delete of a key that never existed before this batch
-			// still writes a tombstone: cheap, and always correct.
-			cur, found = nil, false
-			bk.op, bk.state = transformer.StateDelete, nil
-		}
-	}
 }
 
 // Commit makes a non-empty batch visible in one transaction: its outputs,
@@ -410,227 +159,29 @@ func (t *Task) Commit(ctx context.Context, b *Batch) error {
 	if t.closed {
 		return fmt.Errorf("task %d: batch not committed: %w", t.cfg.Partition, ErrClosed)
 	}
-	cl := t.producer
-
-	if err := cl.BeginTransaction(); err != nil {
-		return fmt.Errorf("task %d: begin transaction: %w", t.cfg.Partition, fencing.Classify(t.txnID, err))
-	}
 	recs := make([]*kgo.Record, 0, len(b.outputs)+len(b.writes))
 	recs = append(recs, b.outputs...)
 	for _, w := range b.writes {
 		recs = append(recs, changelog.Record(t.cfg.Changelog, t.cfg.Partition, w))
 	}
-	// The offsets join the transaction while the records are produced:
-	// neither depends on the other, and the commit below waits for both.
-	began := time.Now()
-	var offDur time.Duration
-	offsetsErr := make(chan error, 1)
-	go func() {
-		err := t.sendOffsets(ctx, b.Offsets)
-		offDur = time.Since(began)
-		offsetsErr <- err
-	}()
-	produceErr := firstProduceErr(cl.ProduceSync(ctx, recs...))
-	prodDur := time.Since(began)
-	offErr := <-offsetsErr
-	if produceErr != nil {
-		return t.abort(ctx, fmt.Errorf("task %d: %w", t.cfg.Partition, fencing.Classify(t.txnID, produceErr)))
-	}
-	if offErr != nil {
-		return t.abort(ctx, fmt.Errorf("task %d: offsets to transaction: %w", t.cfg.Partition, fencing.Classify(t.txnID, offErr)))
-	}
-	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		// Unknown outcome: retry the end as an abort. If the commit did
-		// land, the abort fails and the error still ends the task: the
-		// store is rebuilt from the changelog on restart.
-		return t.abort(ctx, fmt.Errorf("task %d: commit: %w", t.cfg.Partition, fencing.ClassifyCommit(t.txnID, err)))
+	tm, err := t.producer.Commit(ctx, recs, &txn.Offsets{
+		Group:     t.cfg.ApplicationID,
+		Partition: t.cfg.Partition,
+		Next:      b.Offsets,
+		TopicIDs:  t.cfg.TopicIDs,
+	})
+	if err != nil {
+		// Aborted, or of unknown outcome (a failed end): the store is
+		// rebuilt from the changelog on restart either way.
+		return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
 	}
 	t.cfg.Logger.Debug("transaction committed", "partition", t.cfg.Partition,
 		"records", b.Records, "outputs", len(b.outputs), "state_writes", len(b.writes),
-		"produce", prodDur, "offsets", offDur, "total", time.Since(began))
+		"produce", tm.Produce, "offsets", tm.Offsets, "total", tm.Total)
 	if t.store != nil {
 		if err := t.store.Apply(b.writes); err != nil {
 			return fmt.Errorf("task %d: transaction committed but the store update failed (restored from the changelog on restart): %w", t.cfg.Partition, err)
 		}
 	}
 	return nil
-}
-
-// firstProduceErr returns the error of the first failed record, naming
-// its topic and partition (a record that failed before the partitioner
-// ran, e.g. to a topic the broker does not know, has none).
-func firstProduceErr(rs kgo.ProduceResults) error {
-	var (
-		first  *kgo.ProduceResult
-		failed int
-	)
-	for i := range rs {
-		if rs[i].Err != nil {
-			if first == nil {
-				first = &rs[i]
-			}
-			failed++
-		}
-	}
-	if first == nil {
-		return nil
-	}
-	r := first.Record
-	where := fmt.Sprintf("topic %s partition %d", r.Topic, r.Partition)
-	if r.Partition < 0 {
-		where = fmt.Sprintf("topic %s (no partition assigned)", r.Topic)
-	}
-	return fmt.Errorf("produce to %s failed (%d of %d records of the transaction failed): %w", where, failed, len(rs), first.Err)
-}
-
-func (t *Task) abort(ctx context.Context, cause error) error {
-	// The commit's context may be spent (that may be why we abort): the
-	// abort gets its own time, so that it reaches the broker.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
-	defer cancel()
-	cl := t.producer
-	if err := cl.AbortBufferedRecords(ctx); err != nil {
-		return errors.Join(cause, fmt.Errorf("task %d: abort buffered records: %w", t.cfg.Partition, err))
-	}
-	if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
-		return errors.Join(cause, fmt.Errorf("task %d: abort: %w", t.cfg.Partition, fencing.Classify(t.txnID, err)))
-	}
-	return cause
-}
-
-// abortTimeout bounds an abort; when it cannot finish, the next owner's
-// fence or the transaction timeout aborts the transaction instead.
-const abortTimeout = 10 * time.Second
-
-// sendOffsets adds the group's offsets to the open transaction:
-// AddOffsetsToTxn then TxnOffsetCommit, with generation -1 and no member id
-// (the producer is not the group member).
-func (t *Task) sendOffsets(ctx context.Context, offsets map[string]int64) error {
-	id, epoch, err := t.producer.ProducerID(ctx)
-	if err != nil {
-		return err
-	}
-	group := t.cfg.ApplicationID
-
-	add := kmsg.NewPtrAddOffsetsToTxnRequest()
-	add.TransactionalID = t.txnID
-	add.ProducerID = id
-	add.ProducerEpoch = epoch
-	add.Group = group
-	if err := retry(ctx, func() error {
-		resp, err := add.RequestWith(ctx, t.producer)
-		if err != nil {
-			return err
-		}
-		return kerr.ErrorForCode(resp.ErrorCode)
-	}); err != nil {
-		return fmt.Errorf("AddOffsetsToTxn: %w", err)
-	}
-
-	req := kmsg.NewPtrTxnOffsetCommitRequest()
-	req.TransactionalID = t.txnID
-	req.Group = group
-	req.ProducerID = id
-	req.ProducerEpoch = epoch
-	req.Generation = -1
-	req.MemberID = ""
-	topics := make([]string, 0, len(offsets))
-	for topic := range offsets {
-		topics = append(topics, topic)
-	}
-	slices.Sort(topics)
-	for _, topic := range topics {
-		rt := kmsg.NewTxnOffsetCommitRequestTopic()
-		rt.Topic = topic
-		rt.TopicID = t.cfg.TopicIDs[topic]
-		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-		rp.Partition = t.cfg.Partition
-		rp.Offset = offsets[topic]
-		rp.LeaderEpoch = -1
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-	}
-	return retry(ctx, func() error {
-		resp, err := req.RequestWith(ctx, t.producer)
-		if err != nil {
-			return err
-		}
-		for i, rt := range resp.Topics {
-			name := rt.Topic
-			if name == "" && i < len(topics) {
-				name = topics[i]
-			}
-			for _, rp := range rt.Partitions {
-				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-					return fmt.Errorf("TxnOffsetCommit %s/%d: %w", name, rp.Partition, err)
-				}
-			}
-		}
-		return nil
-	})
-}
-
-// retry runs fn until it succeeds, fails with a non-retryable error, or ctx
-// ends. CONCURRENT_TRANSACTIONS (the previous transaction's markers are
-// still being written) is retryable here.
-func retry(ctx context.Context, fn func() error) error {
-	backoff := 2 * time.Millisecond
-	for {
-		err := fn()
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, kerr.ConcurrentTransactions) && !kerr.IsRetriable(err) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 200*time.Millisecond)
-	}
-}
-
-func toRecord(r *kgo.Record) *transformer.Record {
-	rec := &transformer.Record{
-		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
-		Key: r.Key, Value: r.Value, Timestamp: r.Timestamp,
-	}
-	if len(r.Headers) > 0 {
-		rec.Headers = make([]transformer.Header, len(r.Headers))
-		for i, h := range r.Headers {
-			rec.Headers[i] = transformer.Header{Key: h.Key, Value: h.Value}
-		}
-	}
-	return rec
-}
-
-func toKgo(o transformer.Output) *kgo.Record {
-	// The partitioner sets the partition; -1 until it ran tells a produce
-	// error that none was assigned.
-	r := &kgo.Record{Topic: o.Topic, Partition: -1, Key: o.Key, Value: o.Value}
-	if len(o.Headers) > 0 {
-		r.Headers = make([]kgo.RecordHeader, len(o.Headers))
-		for i, h := range o.Headers {
-			r.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
-		}
-	}
-	return r
-}
-
-// partitioner sends changelog records to their explicit partition and hashes
-// every other record's key like Kafka's default partitioner.
-type partitioner struct{ changelog string }
-
-var (
-	manual = kgo.ManualPartitioner()
-	hashed = kgo.StickyKeyPartitioner(nil)
-)
-
-func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
-	if topic == p.changelog && topic != "" {
-		return manual.ForTopic(topic)
-	}
-	return hashed.ForTopic(topic)
 }

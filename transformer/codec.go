@@ -2,12 +2,13 @@ package transformer
 
 import "encoding/json"
 
-// StateCodec encodes and decodes a state value. Decode must return a value
-// that shares no memory with its input (the runtime relies on every call
-// receiving its own copy).
-type StateCodec[S any] interface {
-	Encode(S) ([]byte, error)
-	Decode([]byte) (S, error)
+// Codec encodes and decodes a value of T: a transformer's state (option
+// StateCodec), an extractor's cursor (extractor.CursorCodec). Decode must
+// return a value that shares no memory with its input (the runtime relies on
+// every call receiving its own copy).
+type Codec[T any] interface {
+	Encode(T) ([]byte, error)
+	Decode([]byte) (T, error)
 }
 
 type jsonCodec[S any] struct{}
@@ -21,7 +22,7 @@ func (jsonCodec[S]) Decode(b []byte) (S, error) {
 }
 
 // JSON returns the default codec: encoding/json.
-func JSON[S any]() StateCodec[S] { return jsonCodec[S]{} }
+func JSON[S any]() Codec[S] { return jsonCodec[S]{} }
 
 type bytesCodec struct{}
 
@@ -30,4 +31,4 @@ func (bytesCodec) Encode(b []byte) ([]byte, error) { return b, nil }
 func (bytesCodec) Decode(b []byte) ([]byte, error) { return append([]byte(nil), b...), nil }
 
 // Bytes returns a codec for raw []byte state, stored as is.
-func Bytes() StateCodec[[]byte] { return bytesCodec{} }
+func Bytes() Codec[[]byte] { return bytesCodec{} }

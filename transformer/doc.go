@@ -1,4 +1,9 @@
-// Package transformer is the user API for stream transformations.
+// Package transformer is the user API for stream transformations: build a
+// *Transformer with New or Stateless and run it with runner.New (or test it
+// with transformertest.New). Everything exported here is for users; the
+// runtime drives a *Transformer through the internal package
+// internal/stage, which this package fills from its init, so nothing of the
+// engine's bridge is part of this API.
 //
 // A transformer is a function called once per input record. It receives the
 // record, its own copy of the current state of the record's state key, and an
@@ -14,8 +19,8 @@
 //		return nil
 //	})
 //
-// State is typed through generics and stored encoded by a StateCodec (JSON by
-// default, raw bytes with Bytes). The state key defaults to the record key;
+// State is typed through generics and stored encoded by a Codec (JSON by
+// default, raw bytes with Bytes; set another with the StateCodec option). The state key defaults to the record key;
 // override it with the StateKey option. Stateless transformers (Stateless)
 // never open a store.
 //
@@ -29,7 +34,8 @@
 //     without SetState changes nothing.
 //   - An error returned by a transform aborts the task's batch: none of its
 //     outputs, state writes or offsets become visible and Run ends with the
-//     error. There is no retry; restart the process to replay from the last
+//     error, a *ProcessError naming the record (a panic is recovered into
+//     one whose Err is a *flechtwerk.PanicError). There is no retry; restart the process to replay from the last
 //     committed offset.
 //
 // # Concurrency

@@ -48,7 +48,7 @@ func ExampleNew() {
 	fmt.Printf("alice: %+v stored as %s\n", t, raw)
 	// Output:
 	// batch 1: <nil>
-	// batch 2: task: transform failed at topic payments partition 0 offset 3 (key "bob"): amount "five": strconv.Atoi: parsing "five": invalid syntax; batch aborted, offsets not advanced
+	// batch 2: transformer: transform failed at topic payments partition 0 offset 3 (key "bob"): amount "five": strconv.Atoi: parsing "five": invalid syntax; batch aborted, offsets not advanced
 	// totals alice=30
 	// totals alice=42
 	// totals bob=5
@@ -106,9 +106,9 @@ func ExampleBytes() {
 		lines = lines[max(0, len(lines)-3):]
 		out.SetState([]byte(strings.Join(lines, "\n")))
 		return nil
-	}, transformer.Codec(transformer.Bytes()))
+	}, transformer.StateCodec(transformer.Bytes()))
 
-	d, _ := transformertest.New(lastThree, transformertest.Codec(transformer.Bytes()))
+	d, _ := transformertest.New(lastThree)
 	ctx := context.Background()
 	for _, v := range []string{"a", "b", "c", "d"} {
 		_, _ = d.Process(ctx, transformertest.StringInput("events", 0, "k", v))
@@ -137,7 +137,6 @@ func ExampleStateless() {
 		out.Send("upper", rec.Key, bytes.ToUpper(rec.Value))
 		return nil
 	})
-	fmt.Println("stateful:", upper.Stateful())
 
 	d, _ := transformertest.New(upper)
 	_, _ = d.Process(context.Background(),
@@ -149,7 +148,6 @@ func ExampleStateless() {
 	}
 	fmt.Println("changelog writes:", len(d.Changelog()))
 	// Output:
-	// stateful: false
 	// upper HELLO
 	// upper WORLD
 	// changelog writes: 0

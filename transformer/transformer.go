@@ -2,10 +2,11 @@ package transformer
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"time"
 
 	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 )
 
 // Header is a Kafka record header.
@@ -35,26 +36,6 @@ type Output struct {
 	Headers []Header
 }
 
-// StateOp says what a transform call did to its key's state.
-type StateOp uint8
-
-const (
-	// StateKeep leaves the state as it was.
-	StateKeep StateOp = iota
-	// StatePut replaces the state with Result.State.
-	StatePut
-	// StateDelete removes the state (a tombstone in the changelog).
-	StateDelete
-)
-
-// Result is what one transform call produced, in encoded form. It is the
-// bridge between the typed user API and the runtime; users do not build it.
-type Result struct {
-	Outputs []Output
-	Op      StateOp
-	State   []byte
-}
-
 // Outputs collects the output records of one call.
 type Outputs struct {
 	outs []Output
@@ -73,7 +54,7 @@ func (o *Outputs) SendRecord(out Output) {
 // Emitter collects the outputs and the state change of one transform call.
 type Emitter[S any] struct {
 	Outputs
-	op    StateOp
+	op    stage.Op
 	state S
 	had   bool
 }
@@ -81,13 +62,13 @@ type Emitter[S any] struct {
 // SetState sets the state of the record's state key to s. The last call of
 // the batch per key is what is written to the changelog and the store.
 func (e *Emitter[S]) SetState(s S) {
-	e.op = StatePut
+	e.op = stage.Put
 	e.state = s
 }
 
 // DeleteState removes the state of the record's state key.
 func (e *Emitter[S]) DeleteState() {
-	e.op = StateDelete
+	e.op = stage.Delete
 	var zero S
 	e.state = zero
 }
@@ -111,7 +92,7 @@ type None struct{}
 type Transformer[S any] struct {
 	fn        Func[S]
 	stateless StatelessFunc
-	codec     StateCodec[S]
+	codec     Codec[S]
 	stateKey  func(*Record) []byte
 	err       error
 }
@@ -136,99 +117,66 @@ func StateKey(fn func(*Record) []byte) Opt {
 	return optFunc(func(c *cfg) { c.stateKey = fn })
 }
 
-// Codec sets the codec that encodes the state in the store and changelog.
-// The default is JSON. The codec's type must be the transformer's state type;
-// a mismatch is reported by Validate (and so by runner.New) with
+// StateCodec sets the codec that encodes the state in the store and
+// changelog. The default is JSON. The codec's type must be the transformer's
+// state type; a mismatch is reported by Validate (and so by runner.New) with
 // flechtwerk.CodeInvalidTransformer.
-func Codec[S any](c StateCodec[S]) Opt {
+func StateCodec[S any](c Codec[S]) Opt {
 	return optFunc(func(cf *cfg) { cf.codec = c })
 }
 
-// New returns a stateful transformer over state type S.
+// New returns a stateful transformer over state type S. Every problem found
+// (a nil function, a codec of another state type) is reported by Validate,
+// joined with errors.Join.
 func New[S any](fn Func[S], opts ...Opt) *Transformer[S] {
 	var c cfg
 	for _, o := range opts {
 		o.apply(&c)
 	}
 	t := &Transformer[S]{fn: fn, stateKey: c.stateKey}
+	var errs []error
+	if fn == nil {
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Func", "transform function is nil"))
+	}
 	switch codec := c.codec.(type) {
 	case nil:
 		t.codec = JSON[S]()
-	case StateCodec[S]:
+	case Codec[S]:
 		t.codec = codec
 	default:
 		var zero S
-		t.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Codec",
-			"codec %T does not encode the state type %T", codec, zero)
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "StateCodec",
+			"codec %T does not encode the state type %T", codec, zero))
 	}
-	if fn == nil {
-		t.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Func", "transform function is nil")
-	}
+	t.err = errors.Join(errs...)
 	return t
 }
 
 // Stateless returns a transformer that keeps no state and opens no store.
+// A StateCodec option has no effect: there is no state to encode.
 func Stateless(fn StatelessFunc, opts ...Opt) *Transformer[None] {
 	var c cfg
 	for _, o := range opts {
 		o.apply(&c)
 	}
 	t := &Transformer[None]{stateless: fn, stateKey: c.stateKey}
+	var errs []error
 	if fn == nil {
-		t.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Func", "transform function is nil")
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Func", "transform function is nil"))
 	}
+	t.err = errors.Join(errs...)
 	return t
 }
 
-// Validate reports a problem found when the transformer was built.
-func (t *Transformer[S]) Validate() error { return t.err }
+// Validate reports every problem found when the transformer was built, as
+// *flechtwerk.ConfigError values joined with errors.Join (nil when none).
+func (t *Transformer[S]) Validate() error {
+	if t == nil {
+		return flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "transformer", "transformer is nil")
+	}
+	return t.err
+}
 
 // Codec returns the codec that encodes the transformer's state (nil for
 // stateless transformers).
-func (t *Transformer[S]) Codec() StateCodec[S] { return t.codec }
-
-// Stateful reports whether the transformer keeps state.
-func (t *Transformer[S]) Stateful() bool { return t.stateless == nil }
-
-// StateKey returns the state key of rec.
-func (t *Transformer[S]) StateKey(rec *Record) []byte {
-	if t.stateKey != nil {
-		return t.stateKey(rec)
-	}
-	return rec.Key
-}
-
-// Process runs the transform for one record. state is the encoded current
-// state and found whether there is one. It is called by the runtime.
-func (t *Transformer[S]) Process(ctx context.Context, rec *Record, state []byte, found bool) (Result, error) {
-	if t.stateless != nil {
-		var out Outputs
-		if err := t.stateless(ctx, rec, &out); err != nil {
-			return Result{}, err
-		}
-		return Result{Outputs: out.outs}, nil
-	}
-	var s S
-	if found {
-		var err error
-		if s, err = t.codec.Decode(state); err != nil {
-			return Result{}, fmt.Errorf("transformer: decoding state of key %q: %w", t.StateKey(rec), err)
-		}
-	}
-	e := Emitter[S]{had: found}
-	if err := t.fn(ctx, rec, s, &e); err != nil {
-		return Result{}, err
-	}
-	r := Result{Outputs: e.outs, Op: e.op}
-	if e.op == StatePut {
-		b, err := t.codec.Encode(e.state)
-		if err != nil {
-			return Result{}, fmt.Errorf("transformer: encoding state of key %q: %w", t.StateKey(rec), err)
-		}
-		if b == nil {
-			b = []byte{} // nil is a tombstone on the changelog; keep puts distinct
-		}
-		r.State = b
-	}
-	return r, nil
-}
+func (t *Transformer[S]) Codec() Codec[S] { return t.codec }

@@ -1,10 +1,12 @@
 // Package transformertest runs a transformer without Kafka, with the
 // semantics of the runtime, so that transforms can be tested as plain unit
-// tests.
+// tests. It is for users' tests (and this module's). The batch semantics
+// are not re-implemented here: a Driver runs each partition's records
+// through the same function a task of the runtime uses (internal/batch).
 //
 // A Driver takes the place of the runner and its tasks. Each call of
 // Process is one batch (one poll): the records are grouped by partition (a
-// task each) and within a partition bucketed by state key; the records of
+// task each, run concurrently) and within a partition bucketed by state key; the records of
 // one bucket run serially in input-topic order, then offset order, each
 // seeing the state the previous one left; buckets run concurrently. The
 // state lives encoded, exactly as the transformer's codec wrote it, in an
@@ -27,7 +29,7 @@
 //	n, found, err := transformertest.State[int](d, 0, []byte("fox")) // 2, true, nil
 //
 // A batch is all or nothing: when a transform returns an error, Process
-// returns it (a *task.ProcessError naming the record, as the runtime does)
+// returns it (a *transformer.ProcessError naming the record, as the runtime does)
 // and the Driver is left exactly as before the call: no output, no state
 // change, no offset. In the runtime the error ends Run and the records are
 // redelivered after a restart; with a Driver, call Process again to replay.

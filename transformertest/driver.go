@@ -2,7 +2,6 @@ package transformertest
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flechtwerk/flechtwerk/task"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/internal/batch"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -72,7 +75,6 @@ func (o opt) apply(c *cfg) { o(c) }
 type cfg struct {
 	inputs      []string
 	concurrency int
-	codec       any
 }
 
 // InputTopics sets the input topics, in the order the runtime's
@@ -87,17 +89,11 @@ func InputTopics(topics ...string) Opt {
 // same time, like runner.Concurrency. Default 64; 1 runs them one by one.
 func Concurrency(n int) Opt { return opt(func(c *cfg) { c.concurrency = n }) }
 
-// Codec sets the codec that State decodes with. By default State uses the
-// processor's own codec (a *transformer.Transformer's), else
-// transformer.JSON; set it only for a custom processor with another codec.
-func Codec[S any](c transformer.StateCodec[S]) Opt {
-	return opt(func(cf *cfg) { cf.codec = c })
-}
-
-// Driver runs a transformer (any task.Processor) over batches of input
-// records without Kafka. Build it with New.
+// Driver runs a transformer over batches of input records without Kafka.
+// Build it with New.
 type Driver struct {
-	proc     task.Processor
+	user     Stage
+	tr       stage.Transformer
 	stateful bool
 	cfg      cfg
 
@@ -109,21 +105,29 @@ type Driver struct {
 	batches  []*Batch
 }
 
-// New returns a Driver for proc, typically a *transformer.Transformer. A
-// transformer that failed its own validation (a nil function, a codec of the
-// wrong type) or an invalid option is reported as a *flechtwerk.ConfigError,
-// as runner.New reports it.
-func New(proc task.Processor, opts ...Opt) (*Driver, error) {
+// Stage is what a Driver runs: a *transformer.Transformer (built with
+// transformer.New or transformer.Stateless).
+type Stage interface{ Validate() error }
+
+// New returns a Driver for t, a *transformer.Transformer. A transformer
+// that failed its own validation (a nil function, a codec of the wrong
+// type), a value of another type or an invalid option is reported as a
+// *flechtwerk.ConfigError, as runner.New reports it; every problem at once.
+func New(t Stage, opts ...Opt) (*Driver, error) {
 	c := cfg{concurrency: 64}
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	if proc == nil {
-		return nil, errors.New("transformertest: processor is nil")
-	}
 	var errs []error
-	if v, ok := proc.(interface{ Validate() error }); ok {
-		if err := v.Validate(); err != nil {
+	tr, ok := stage.TransformerOf(t)
+	switch {
+	case t == nil:
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "transformer", "transformer is nil"))
+	case !ok:
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "transformer",
+			"%T is not a *transformer.Transformer", t))
+	default:
+		if err := tr.Validate(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -141,8 +145,9 @@ func New(proc task.Processor, opts ...Opt) (*Driver, error) {
 		return nil, err
 	}
 	d := &Driver{
-		proc:     proc,
-		stateful: proc.Stateful(),
+		user:     t,
+		tr:       tr,
+		stateful: tr.Stateful(),
 		cfg:      c,
 		topicIdx: map[string]int{},
 		next:     map[string]map[int32]int64{},
@@ -154,21 +159,15 @@ func New(proc task.Processor, opts ...Opt) (*Driver, error) {
 	return d, nil
 }
 
-// bucket is the records of one state key of one partition in a batch.
-type bucket struct {
-	key  []byte
-	recs []*transformer.Record
-	outs []transformer.Output
-	op   transformer.StateOp
-	val  []byte
-	err  error
-}
-
 // Process runs in as one batch and, when every transform succeeded, commits
 // it: outputs, state and offsets advance together, and the Batch is
-// returned. Otherwise it returns the error (a *task.ProcessError for a
-// transform error or an empty state key) and changes nothing. ctx is passed
-// to the transforms.
+// returned. Otherwise it returns the error (a *transformer.ProcessError for
+// a transform error, a panic or an empty state key) and changes nothing.
+// ctx is passed to the transforms.
+//
+// The records of each partition run as one task's batch does in the
+// runtime: through the same function (internal/batch), the partitions
+// concurrently, sharing the Concurrency bound.
 func (d *Driver) Process(ctx context.Context, in ...Input) (*Batch, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -179,7 +178,7 @@ func (d *Driver) Process(ctx context.Context, in ...Input) (*Batch, error) {
 	// Assign offsets and topic order on copies, kept only on commit.
 	topicIdx := maps.Clone(d.topicIdx)
 	next := map[string]map[int32]int64{}
-	byPart := map[int32][]*transformer.Record{}
+	byPart := map[int32][]*kgo.Record{}
 	for i, r := range in {
 		if r.Topic == "" {
 			return nil, fmt.Errorf("transformertest: input %d has no topic", i)
@@ -201,80 +200,39 @@ func (d *Driver) Process(ctx context.Context, in ...Input) (*Batch, error) {
 			off = d.next[r.Topic][r.Partition]
 		}
 		next[r.Topic][r.Partition] = off + 1
-		byPart[r.Partition] = append(byPart[r.Partition], &transformer.Record{
+		rec := &kgo.Record{
 			Topic: r.Topic, Partition: r.Partition, Offset: off,
-			Key: clone(r.Key), Value: clone(r.Value),
-			Headers: cloneHeaders(r.Headers), Timestamp: r.Timestamp,
-		})
-	}
-
-	// Bucket like task.Process: per partition, sort by input-topic order
-	// then offset, then group by state key in order of first appearance.
-	parts := slices.Sorted(maps.Keys(byPart))
-	var all [][]*bucket
-	for _, p := range parts {
-		recs := byPart[p]
-		slices.SortStableFunc(recs, func(x, y *transformer.Record) int {
-			if c := cmp.Compare(topicIdx[x.Topic], topicIdx[y.Topic]); c != 0 {
-				return c
-			}
-			return cmp.Compare(x.Offset, y.Offset)
-		})
-		var buckets []*bucket
-		byKey := map[string]*bucket{}
-		for _, r := range recs {
-			key := d.proc.StateKey(r)
-			if d.stateful && len(key) == 0 {
-				return nil, &task.ProcessError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key,
-					Err: errors.New("record has an empty state key; a stateful transformer needs one (set transformer.StateKey)")}
-			}
-			bk := byKey[string(key)]
-			if bk == nil {
-				bk = &bucket{key: clone(key)}
-				byKey[string(key)] = bk
-				buckets = append(buckets, bk)
-			}
-			bk.recs = append(bk.recs, r)
+			Key: clone(r.Key), Value: clone(r.Value), Timestamp: r.Timestamp,
 		}
-		all = append(all, buckets)
+		for _, h := range r.Headers {
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: clone(h.Value)})
+		}
+		byPart[r.Partition] = append(byPart[r.Partition], rec)
 	}
 
-	// Run the buckets concurrently, bounded.
+	// One task's batch per partition, concurrently, bounded together.
+	parts := slices.Sorted(maps.Keys(byPart))
+	results := make([]*batch.Result, len(parts))
+	errs := make([]error, len(parts))
 	sem := make(chan struct{}, d.cfg.concurrency)
 	var wg sync.WaitGroup
-	var cerr error
-run:
-	for i, buckets := range all {
-		for _, bk := range buckets {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				cerr = ctx.Err()
-				break run
-			}
-			wg.Add(1)
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				d.runBucket(ctx, parts[i], bk)
-			}()
-		}
+	for i, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = batch.Run(ctx, batch.Params{
+				Transformer: d.tr,
+				Partition:   p,
+				TopicOrder:  topicIdx,
+				State:       d.stateOf(p),
+				Sem:         sem,
+				Name:        "transformertest",
+			}, byPart[p])
+		}()
 	}
 	wg.Wait()
-	if cerr != nil {
-		return nil, fmt.Errorf("transformertest: %w", cerr)
-	}
-
 	// The first error of each partition, like one task each.
-	var errs []error
-	for _, buckets := range all {
-		for _, bk := range buckets {
-			if bk.err != nil {
-				errs = append(errs, bk.err)
-				break
-			}
-		}
-	}
-	switch len(errs) {
+	switch errs = slices.DeleteFunc(errs, func(e error) bool { return e == nil }); len(errs) {
 	case 0:
 	case 1:
 		return nil, errs[0]
@@ -284,18 +242,13 @@ run:
 
 	// Commit.
 	b := &Batch{Records: len(in), Offsets: next}
-	for i, buckets := range all {
+	for i, res := range results {
 		p := parts[i]
-		for _, bk := range buckets {
-			for _, o := range bk.outs {
-				b.Outputs = append(b.Outputs, cloneOutput(o))
-			}
-			switch bk.op {
-			case transformer.StatePut:
-				b.Changelog = append(b.Changelog, Write{Partition: p, Key: bk.key, Value: clone(bk.val)})
-			case transformer.StateDelete:
-				b.Changelog = append(b.Changelog, Write{Partition: p, Key: bk.key, Delete: true})
-			}
+		for _, o := range res.Outputs {
+			b.Outputs = append(b.Outputs, toOutput(o))
+		}
+		for _, w := range res.Writes {
+			b.Changelog = append(b.Changelog, Write{Partition: p, Key: clone(w.Key), Value: clone(w.Value), Delete: w.Delete})
 		}
 	}
 	for _, w := range b.Changelog {
@@ -322,38 +275,15 @@ run:
 	return b, nil
 }
 
-// runBucket mirrors the task's: read the state once, then thread it through
-// the bucket's records.
-func (d *Driver) runBucket(ctx context.Context, p int32, bk *bucket) {
-	var (
-		cur   []byte
-		found bool
-	)
-	if d.stateful {
-		// A copy, as the store returns one: the processor may keep or
-		// change it without touching the committed state.
-		var v []byte
-		v, found = d.state[p][string(bk.key)]
-		cur = clone(v)
-	}
-	for _, r := range bk.recs {
-		res, err := d.proc.Process(ctx, r, cur, found)
-		if err != nil {
-			bk.err = &task.ProcessError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Err: err}
-			return
-		}
-		bk.outs = append(bk.outs, res.Outputs...)
-		if !d.stateful {
-			continue
-		}
-		switch res.Op {
-		case transformer.StatePut:
-			cur, found = res.State, true
-			bk.op, bk.val = transformer.StatePut, res.State
-		case transformer.StateDelete:
-			cur, found = nil, false
-			bk.op, bk.val = transformer.StateDelete, nil
-		}
+// stateOf reads the committed state of partition p, as a task's store does:
+// a copy, so the transform may keep or change it without touching the
+// committed state. Buckets read concurrently; the map is written only at
+// commit, under d.mu, which Process holds.
+func (d *Driver) stateOf(p int32) func(key []byte) ([]byte, bool, error) {
+	st := d.state[p]
+	return func(key []byte) ([]byte, bool, error) {
+		v, ok := st[string(key)]
+		return clone(v), ok, nil
 	}
 }
 
@@ -414,34 +344,21 @@ func (d *Driver) StateKeys(partition int32) [][]byte {
 }
 
 // State returns the decoded state of key in task partition and whether there
-// is one. It decodes with the codec given by the Codec option, else the
-// processor's own (when it has a Codec method), else transformer.JSON, the
-// default of transformer.New.
+// is one, decoded with the transformer's codec (transformer.StateCodec, else
+// transformer.JSON). S must be the transformer's state type.
 func State[S any](d *Driver, partition int32, key []byte) (S, bool, error) {
 	var zero S
 	raw, ok := d.RawState(partition, key)
 	if !ok {
 		return zero, false, nil
 	}
-	var codec transformer.StateCodec[S]
-	switch c := d.cfg.codec.(type) {
-	case nil:
-		if p, ok := d.proc.(interface {
-			Codec() transformer.StateCodec[S]
-		}); ok {
-			codec = p.Codec()
-		} else {
-			codec = transformer.JSON[S]()
-		}
-	case transformer.StateCodec[S]:
-		codec = c
-	default:
-		return zero, true, fmt.Errorf("transformertest: the Codec option's %T does not decode %T", c, zero)
+	t, ok := d.user.(interface{ Codec() transformer.Codec[S] })
+	if !ok || t.Codec() == nil {
+		return zero, true, fmt.Errorf("transformertest: State[%T]: the transformer's state is not of type %T", zero, zero)
 	}
-	s, err := codec.Decode(raw)
+	s, err := t.Codec().Decode(raw)
 	if err != nil {
-		return zero, true, fmt.Errorf("transformertest: decoding state of key %q in partition %d as %T (a transformer built with transformer.Codec needs the same codec in transformertest.Codec): %w",
-			key, partition, zero, err)
+		return zero, true, fmt.Errorf("transformertest: decoding state of key %q in partition %d as %T: %w", key, partition, zero, err)
 	}
 	return s, true, nil
 }
@@ -453,19 +370,15 @@ func clone(b []byte) []byte {
 	return append(make([]byte, 0, len(b)), b...)
 }
 
-func cloneHeaders(hs []transformer.Header) []transformer.Header {
-	if hs == nil {
-		return nil
-	}
-	out := make([]transformer.Header, len(hs))
-	for i, h := range hs {
-		out[i] = transformer.Header{Key: h.Key, Value: clone(h.Value)}
-	}
-	return out
-}
-
-// cloneOutput copies an output as the runtime's produce serializes it at
+// toOutput copies an output as the runtime's produce serializes it at
 // commit: later changes to the transform's buffers do not reach it.
-func cloneOutput(o transformer.Output) transformer.Output {
-	return transformer.Output{Topic: o.Topic, Key: clone(o.Key), Value: clone(o.Value), Headers: cloneHeaders(o.Headers)}
+func toOutput(r *kgo.Record) transformer.Output {
+	o := transformer.Output{Topic: r.Topic, Key: clone(r.Key), Value: clone(r.Value)}
+	if r.Headers != nil {
+		o.Headers = make([]transformer.Header, len(r.Headers))
+		for i, h := range r.Headers {
+			o.Headers[i] = transformer.Header{Key: h.Key, Value: clone(h.Value)}
+		}
+	}
+	return o
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flechtwerk/flechtwerk"
-	"github.com/flechtwerk/flechtwerk/task"
 	"github.com/flechtwerk/flechtwerk/transformer"
 	"github.com/flechtwerk/flechtwerk/transformertest"
 )
@@ -53,7 +52,7 @@ func journal() *transformer.Transformer[string] {
 	})
 }
 
-func newDriver(t *testing.T, proc task.Processor, opts ...transformertest.Opt) *transformertest.Driver {
+func newDriver(t *testing.T, proc transformertest.Stage, opts ...transformertest.Opt) *transformertest.Driver {
 	t.Helper()
 	d, err := transformertest.New(proc, opts...)
 	require.NoError(t, err)
@@ -170,9 +169,9 @@ func TestFailedBatchChangesNothing(t *testing.T) {
 	before := state[string](t, d, 0, "a")
 
 	_, err = d.Process(ctx, in("t", 0, "a", "2"), in("t", 0, "b", "1"), in("t", 0, "a", "fail"), in("t", 1, "a", "2"))
-	var pe *task.ProcessError
+	var pe *transformer.ProcessError
 	require.ErrorAs(t, err, &pe)
-	require.Equal(t, task.ProcessError{Topic: "t", Partition: 0, Offset: 3, Key: []byte("a"), Err: pe.Err}, *pe)
+	require.Equal(t, transformer.ProcessError{Topic: "t", Partition: 0, Offset: 3, Key: []byte("a"), Err: pe.Err}, *pe)
 	require.EqualError(t, pe.Err, "boom")
 
 	require.Equal(t, before, state[string](t, d, 0, "a"))
@@ -204,7 +203,7 @@ func TestEmptyStateKey(t *testing.T) {
 	ctx := context.Background()
 	d := newDriver(t, counter())
 	_, err := d.Process(ctx, in("t", 0, "a", ""), in("t", 0, "", "no key"))
-	var pe *task.ProcessError
+	var pe *transformer.ProcessError
 	require.ErrorAs(t, err, &pe)
 	require.Equal(t, int64(1), pe.Offset)
 	require.ErrorContains(t, err, "empty state key")
@@ -243,10 +242,10 @@ func TestCodec(t *testing.T) {
 	last := transformer.New(func(_ context.Context, rec *transformer.Record, s []byte, e *transformer.Emitter[[]byte]) error {
 		e.SetState(append(s, rec.Value...))
 		return nil
-	}, transformer.Codec(transformer.Bytes()))
+	}, transformer.StateCodec(transformer.Bytes()))
 	ctx := context.Background()
 
-	d := newDriver(t, last, transformertest.Codec(transformer.Bytes()))
+	d := newDriver(t, last)
 	_, err := d.Process(ctx, in("t", 0, "k", "ab"), in("t", 0, "k", "cd"))
 	require.NoError(t, err)
 	require.Equal(t, []byte("abcd"), state[[]byte](t, d, 0, "k"))
@@ -254,36 +253,35 @@ func TestCodec(t *testing.T) {
 	require.Equal(t, "abcd", string(raw))
 
 	_, _, err = transformertest.State[int](d, 0, []byte("k"))
-	require.ErrorContains(t, err, "does not decode int")
-
-	// Without the option State decodes with the transformer's own codec.
-	d = newDriver(t, last)
-	_, err = d.Process(ctx, in("t", 0, "k", "ab"))
-	require.NoError(t, err)
-	got, found, err := transformertest.State[[]byte](d, 0, []byte("k"))
-	require.NoError(t, err)
-	require.True(t, found)
-	require.Equal(t, []byte("ab"), got)
+	require.ErrorContains(t, err, "state is not of type int")
 }
 
-// mutator is a raw Processor that scribbles over the state it is given.
-type mutator struct{}
+// aliasing is a codec that breaks the Decode contract: it returns its input
+// as is, so a transform that scribbles over its state scribbles over the
+// bytes the Driver handed it.
+type aliasing struct{}
 
-func (mutator) Stateful() bool                          { return true }
-func (mutator) StateKey(rec *transformer.Record) []byte { return rec.Key }
-func (mutator) Process(_ context.Context, rec *transformer.Record, state []byte, found bool) (transformer.Result, error) {
-	for i := range state {
-		state[i] = 'X'
-	}
-	if string(rec.Value) == "set" {
-		return transformer.Result{Op: transformer.StatePut, State: []byte("v")}, nil
-	}
-	return transformer.Result{Outputs: []transformer.Output{{Topic: "out", Key: rec.Key, Value: []byte(strconv.FormatBool(found))}}}, nil
+func (aliasing) Encode(b []byte) ([]byte, error) { return b, nil }
+func (aliasing) Decode(b []byte) ([]byte, error) { return b, nil }
+
+// mutator scribbles over the state it is given.
+func mutator() *transformer.Transformer[[]byte] {
+	return transformer.New(func(_ context.Context, rec *transformer.Record, state []byte, e *transformer.Emitter[[]byte]) error {
+		for i := range state {
+			state[i] = 'X'
+		}
+		if string(rec.Value) == "set" {
+			e.SetState([]byte("v"))
+			return nil
+		}
+		e.Send("out", rec.Key, []byte(strconv.FormatBool(e.HadState())))
+		return nil
+	}, transformer.StateCodec[[]byte](aliasing{}))
 }
 
 func TestProcessorGetsItsOwnCopyOfTheState(t *testing.T) {
 	ctx := context.Background()
-	d := newDriver(t, mutator{})
+	d := newDriver(t, mutator())
 	_, err := d.Process(ctx, in("t", 0, "k", "set"))
 	require.NoError(t, err)
 	_, err = d.Process(ctx, in("t", 0, "k", "get"), in("t", 0, "k", "get"))
@@ -351,4 +349,35 @@ func TestNewValidates(t *testing.T) {
 	require.ErrorContains(t, err, "repeated topic")
 	_, err = transformertest.New(nil)
 	require.Error(t, err)
+}
+
+func TestPanicIsAProcessErrorAndChangesNothing(t *testing.T) {
+	boom := transformer.New(func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
+		if string(rec.Value) == "panic" {
+			panic("boom")
+		}
+		e.SetState(n + 1)
+		return nil
+	})
+	d := newDriver(t, boom)
+	_, err := d.Process(context.Background(), in("t", 0, "a", "1"), in("t", 0, "a", "panic"))
+	var pe *transformer.ProcessError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, int64(1), pe.Offset)
+	var panicErr *flechtwerk.PanicError
+	require.ErrorAs(t, err, &panicErr)
+	require.Equal(t, "boom", panicErr.Value)
+	require.Empty(t, d.Changelog())
+	require.Equal(t, int64(0), d.Committed("t", 0))
+}
+
+type notATransformer struct{}
+
+func (notATransformer) Validate() error { return nil }
+
+func TestNewTakesOnlyTransformers(t *testing.T) {
+	_, err := transformertest.New(notATransformer{})
+	require.ErrorIs(t, err, flechtwerk.ErrInvalidTransformer)
+	_, err = transformertest.New(nil)
+	require.ErrorIs(t, err, flechtwerk.ErrInvalidTransformer)
 }

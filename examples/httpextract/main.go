@@ -45,6 +45,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk/extractor"
+	"github.com/flechtwerk/flechtwerk/runner"
 )
 
 // Tenant is the config record of one tenant: where its items are.
@@ -177,15 +178,15 @@ func run(ctx context.Context, log *slog.Logger, brokers, app string, tenants, it
 			}
 		}
 	})
-	r, err := extractor.NewRunner(ex,
-		extractor.SeedBrokers(seeds...),
-		extractor.ApplicationID(app),
-		extractor.ConfigTopics(configTopic),
-		extractor.PollInterval(interval),
-		extractor.PageTimeout(20*time.Second),
-		extractor.TransactionTimeout(30*time.Second),
-		extractor.StateDir(os.TempDir()+"/flechtwerk-httpextract"),
-		extractor.WithLogger(log),
+	r, err := runner.New(ex,
+		runner.SeedBrokers(seeds...),
+		runner.ApplicationID(app),
+		runner.ConfigTopics(configTopic),
+		runner.PollInterval(interval),
+		runner.PageTimeout(20*time.Second),
+		runner.TransactionTimeout(30*time.Second),
+		runner.StateDir(os.TempDir()+"/flechtwerk-httpextract"),
+		runner.WithLogger(log),
 	)
 	if err != nil {
 		return err

@@ -73,6 +73,9 @@ func summary(h *harness, res result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos: broker=%s records=%d processes=%d kills=%d zombies=%d duplicates=%d gaps=%d seq_exact=%t state_exact=%s",
 		h.c.Kind(), h.cfg.records, h.cfg.processes, h.fleet.kills.Load(), len(h.zombieNotes), res.duplicates, res.gaps, res.seqExact, state)
+	if h.summaryExtra != nil {
+		b.WriteString(" " + h.summaryExtra())
+	}
 	if res.timedOut {
 		b.WriteString(" timeout=true")
 	}

@@ -45,6 +45,19 @@
 //	KAFKA_BROKERS=127.0.0.1:9092 CHAOS_RECORDS=100000 go test -v -run TestChaosExactlyOnce ./integration/chaos/
 //	KAFKA_BROKERS=127.0.0.1:9092 CHAOS_RECORDS=1000000 CHAOS_KILLS=40 CHAOS_ZOMBIES=4 CHAOS_STOPS=4 go test -v -timeout 60m -run TestChaosExactlyOnce ./integration/chaos/
 //
+// TestChaosClusterFaults runs the same chaos against the three-broker
+// cluster of integration/kafka/cluster.sh (KAFKA_CLUSTER names its
+// directory; skipped otherwise) and adds broker faults (SIGKILL and restart
+// of the leader of an input, output and changelog partition and of a
+// task's transaction coordinator; a broker frozen past its session timeout;
+// preferred leader elections while a processor restores) and connection
+// faults on a toxiproxy proxy per broker (cuts, resets, stalls, latency).
+// Its summary line adds the cluster's counts:
+//
+//	chaos: broker=kafka records=200000 ... cluster_brokers=3 broker_kills=4 broker_freezes=1 fenced=1 elections=2 conn_cuts=9 conn_resets=8 conn_stalls=8 conn_latency=8 offsets_exact=true ...
+//
+// Run it with integration/kafka/test-cluster.sh (make test-cluster).
+//
 // Processor logs (one file per process generation) stay in the test's
 // temporary directory; the tails are printed when something fails.
 package chaos

@@ -173,6 +173,17 @@ type harness struct {
 	committed atomic.Int64
 	chaosDone chan struct{}
 
+	// procBrokers, when set, is the processors' bootstrap (e.g. through
+	// fault-injecting proxies); the harness's own clients use h.c.Brokers.
+	procBrokers []string
+	// sideChaos run alongside the processor faults (e.g. broker faults);
+	// the chaos is over once they and chaos() returned. bgChaos run until
+	// then (done closes) (e.g. connection faults).
+	sideChaos []func(ctx context.Context)
+	bgChaos   []func(ctx context.Context, done <-chan struct{})
+	// summaryExtra adds fields to the summary line.
+	summaryExtra func() string
+
 	zombieNotes  []string
 	killNotes    []string
 	stops        int
@@ -243,8 +254,12 @@ func (h *harness) count(k, total int) int {
 // processorArgs are the arguments of slot's generation gen.
 func (h *harness) processorArgs(slot, gen int) []string {
 	polls := []int{50, 200, 500}
+	brokers := h.c.Brokers
+	if len(h.procBrokers) > 0 {
+		brokers = h.procBrokers
+	}
 	return append([]string{
-		"-brokers", strings.Join(h.c.Brokers, ","),
+		"-brokers", strings.Join(brokers, ","),
 		"-app", h.app, "-in", h.in, "-out", h.out,
 		"-state-dir", filepath.Join(h.dir, fmt.Sprintf("state-%d", slot)),
 		"-session-timeout", h.cfg.session.String(),
@@ -287,7 +302,7 @@ func (h *harness) run() result {
 	feedErr := make(chan error, 1)
 	go func() { defer wg.Done(); feedErr <- h.feed(ctx) }()
 
-	h.chaos(ctx)
+	h.runChaos(ctx)
 	close(h.chaosDone)
 
 	// The rest of the input, then lag 0.
@@ -316,6 +331,25 @@ func (h *harness) run() result {
 	h.mu.Unlock()
 	res.problems = append(res.problems, raceReports(h.dir)...)
 	return res
+}
+
+// runChaos runs the processor faults, the side chaos alongside them and the
+// background chaos until both ended.
+func (h *harness) runChaos(ctx context.Context) {
+	var side, bg sync.WaitGroup
+	over := make(chan struct{})
+	for _, f := range h.bgChaos {
+		bg.Add(1)
+		go func() { defer bg.Done(); f(ctx, over) }()
+	}
+	for _, f := range h.sideChaos {
+		side.Add(1)
+		go func() { defer side.Done(); f(ctx) }()
+	}
+	h.chaos(ctx)
+	side.Wait()
+	close(over)
+	bg.Wait()
 }
 
 // raceReports names the processor logs in which the race detector (see

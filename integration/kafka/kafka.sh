@@ -345,7 +345,7 @@ main() {
   esac
 }
 
-# Sourced (e.g. by secure.sh) for its helpers: do not run main.
+# Sourced (by cluster.sh and secure.sh, for its helpers): define the functions only.
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   main "$@"
 fi

@@ -53,3 +53,16 @@ func Opts(base, user []kgo.Opt, m Member) []kgo.Opt {
 	)
 	return append(opts, m.Delivery...)
 }
+
+// Held counts, per partition number, how many of the group's topics an
+// assignment gives this member: range assignment over co-partitioned
+// topics gives each held number once per topic.
+func Held(assigned map[string][]int32) map[int32]int {
+	held := map[int32]int{}
+	for _, ps := range assigned {
+		for _, p := range ps {
+			held[p]++
+		}
+	}
+	return held
+}

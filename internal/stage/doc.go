@@ -8,6 +8,12 @@
 // view of a value a user passed with TransformerOf. Users never import this
 // package, and the engine may change it freely.
 //
+// Callers: runner (to look a stage up), task and internal/batch (to run
+// it), and transformertest (which runs it the same way the runtime does).
+// Implementations run user code (state-key functions, transforms, codecs)
+// and may panic; the caller recovers (internal/batch does, into the
+// record's *transformer.ProcessError).
+//
 // # Concurrency
 //
 // Registration happens at init; lookups are safe for concurrent use.

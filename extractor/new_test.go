@@ -1,0 +1,27 @@
+package extractor_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/configtopic"
+	"github.com/flechtwerk/flechtwerk/extractor"
+	"github.com/flechtwerk/flechtwerk/transformer"
+)
+
+func TestNewReportsEveryProblem(t *testing.T) {
+	x := extractor.New[string, int](nil,
+		extractor.CursorCodec(transformer.Bytes()),
+		extractor.ConfigCodec(configtopic.JSON[int]()))
+	err := x.Validate()
+	require.ErrorIs(t, err, flechtwerk.ErrInvalidTransformer)
+	var fields []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var ce *flechtwerk.ConfigError
+		require.ErrorAs(t, e, &ce)
+		fields = append(fields, ce.Field)
+	}
+	require.Equal(t, []string{"Func", "CursorCodec", "ConfigCodec"}, fields)
+}

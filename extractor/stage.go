@@ -1,0 +1,40 @@
+package extractor
+
+import (
+	"context"
+
+	"github.com/flechtwerk/flechtwerk"
+
+	"github.com/flechtwerk/flechtwerk/configtopic"
+	"github.com/flechtwerk/flechtwerk/internal/pollstage"
+)
+
+// The engine finds an *Extractor through pollstage: only this package's
+// types have the unexported method stage.
+func init() {
+	pollstage.RegisterExtractor(func(v any) (pollstage.Extractor, bool) {
+		x, ok := v.(interface{ stage() pollstage.Extractor })
+		if !ok {
+			return nil, false
+		}
+		return x.stage(), true
+	})
+}
+
+func (x *Extractor[C, S]) stage() pollstage.Extractor { return engineView[C, S]{x} }
+
+// engineView is the engine's view of an *Extractor.
+type engineView[C, S any] struct{ x *Extractor[C, S] }
+
+func (v engineView[C, S]) Validate() error {
+	if v.x == nil {
+		return flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "extractor", "extractor is nil")
+	}
+	return v.x.Validate()
+}
+
+func (v engineView[C, S]) DecodeConfig() configtopic.Decoder[any]    { return v.x.decodeConfig() }
+func (v engineView[C, S]) EnrichConfig() configtopic.EnrichFunc[any] { return v.x.enrichConfig() }
+func (v engineView[C, S]) Poll(ctx context.Context, cfg configtopic.Entry[any], cursor []byte, found bool, p pollstage.Page) error {
+	return v.x.poll(ctx, cfg, cursor, found, p)
+}

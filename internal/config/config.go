@@ -1,0 +1,235 @@
+package config
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kslog"
+
+	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/changelog"
+	"github.com/flechtwerk/flechtwerk/fencing"
+	"github.com/flechtwerk/flechtwerk/store"
+)
+
+// Kind is the kind of stage a runner runs.
+type Kind int
+
+const (
+	// Transformer runs a transformer over input topics.
+	Transformer Kind = iota
+	// Extractor polls sources for the configs of config topics.
+	Extractor
+)
+
+func (k Kind) String() string {
+	if k == Extractor {
+		return "an extractor"
+	}
+	return "a transformer"
+}
+
+// Options are the options of a runner, for both stage kinds. Defaults
+// returns them with their defaults; the runner's options then set fields
+// (and Set the kind-specific ones), and Validate checks them.
+type Options struct {
+	// Shared by both kinds.
+	Brokers            []string
+	ApplicationID      string
+	StateDir           string
+	TransactionTimeout time.Duration
+	Concurrency        int
+	Replication        int16
+	SessionTimeout     time.Duration
+	KafkaOpts          []kgo.Opt
+	ConsumerOpts       []kgo.Opt
+	Logger             *slog.Logger
+	StoreRetention     time.Duration
+
+	// Transformer only.
+	InputTopics    []string
+	MaxPollRecords int
+	BatchTimeout   time.Duration
+
+	// Extractor only.
+	ConfigTopics []string
+	PollInterval time.Duration
+	PageTimeout  time.Duration
+	// KeepCursors keeps the cursors of tombstoned configs (else they are
+	// deleted); BadCursorPolicy is the value of an unknown policy.
+	KeepCursors     bool
+	BadCursorPolicy *int
+
+	set map[string]Kind // kind-specific options given, by option name
+}
+
+// Defaults returns the options of kind with their defaults.
+func Defaults(kind Kind) Options {
+	o := Options{
+		StateDir:           filepath.Join(os.TempDir(), "flechtwerk"),
+		TransactionTimeout: 60 * time.Second,
+		Concurrency:        64,
+		Replication:        -1,
+		SessionTimeout:     10 * time.Second,
+		StoreRetention:     24 * time.Hour,
+		MaxPollRecords:     500,
+		BatchTimeout:       30 * time.Second,
+		PageTimeout:        30 * time.Second,
+	}
+	if kind == Extractor {
+		// A poll holds its slot for a whole source request, not for
+		// one record's transform.
+		o.Concurrency = 16
+	}
+	return o
+}
+
+// Set records that the option name of kind was given, so that Validate can
+// report it when the stage is of the other kind.
+func (o *Options) Set(name string, kind Kind) {
+	if o.set == nil {
+		o.set = map[string]Kind{}
+	}
+	o.set[name] = kind
+}
+
+// Validate reports every static problem of the options for a stage of
+// kind at once, each a *flechtwerk.ConfigError, joined with errors.Join.
+// stateful says whether the stage keeps state (an extractor always does:
+// its cursors).
+func (o *Options) Validate(kind Kind, stateful bool) error {
+	var errs []error
+	bad := func(code flechtwerk.Code, field, format string, args ...any) {
+		errs = append(errs, flechtwerk.Errorf(code, field, format, args...))
+	}
+	names := make([]string, 0, len(o.set))
+	for name := range o.set {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if k := o.set[name]; k != kind {
+			bad(flechtwerk.CodeInvalidOption, name, "an option for %s only, given for %s", k, kind)
+		}
+	}
+	if o.ApplicationID == "" {
+		bad(flechtwerk.CodeEmptyApplicationID, "ApplicationID", "application id is empty")
+	}
+	if len(o.Brokers) == 0 {
+		bad(flechtwerk.CodeNoBrokers, "SeedBrokers", "no seed brokers")
+	}
+	if o.Concurrency <= 0 {
+		bad(flechtwerk.CodeInvalidOption, "Concurrency", "must be positive, is %d", o.Concurrency)
+	}
+	if o.SessionTimeout <= 0 {
+		bad(flechtwerk.CodeInvalidOption, "SessionTimeout", "must be positive, is %v", o.SessionTimeout)
+	}
+	if o.Replication == 0 || o.Replication < -1 {
+		bad(flechtwerk.CodeInvalidOption, "ChangelogReplicationFactor", "must be -1 or positive, is %d", o.Replication)
+	}
+	switch kind {
+	case Transformer:
+		errs = append(errs, o.topics("InputTopics", "an input", o.InputTopics, flechtwerk.CodeNoInputTopics, "no input topics")...)
+		if o.MaxPollRecords <= 0 {
+			bad(flechtwerk.CodeInvalidOption, "MaxPollRecords", "must be positive, is %d", o.MaxPollRecords)
+		}
+		if o.BatchTimeout <= 0 {
+			bad(flechtwerk.CodeInvalidOption, "BatchTimeout", "must be positive, is %v", o.BatchTimeout)
+		}
+		if o.TransactionTimeout <= o.BatchTimeout {
+			bad(flechtwerk.CodeTransactionTimeout, "TransactionTimeout",
+				"transaction timeout %v must exceed the batch timeout %v, or a slow batch's transaction is aborted under it", o.TransactionTimeout, o.BatchTimeout)
+		}
+		if stateful && o.StateDir == "" {
+			bad(flechtwerk.CodeInvalidOption, "StateDir", "a stateful transformer needs a state directory")
+		}
+	case Extractor:
+		errs = append(errs, o.topics("ConfigTopics", "a config", o.ConfigTopics, flechtwerk.CodeNoConfigTopics, "no config topics")...)
+		if o.PollInterval <= 0 {
+			bad(flechtwerk.CodeNoPollInterval, "PollInterval", "poll interval must be positive, is %v", o.PollInterval)
+		}
+		if o.PageTimeout <= 0 {
+			bad(flechtwerk.CodeInvalidOption, "PageTimeout", "must be positive, is %v", o.PageTimeout)
+		}
+		if o.TransactionTimeout <= o.PageTimeout {
+			bad(flechtwerk.CodeTransactionTimeout, "TransactionTimeout",
+				"transaction timeout %v must exceed the page timeout %v, or a slow page's transaction is aborted under it", o.TransactionTimeout, o.PageTimeout)
+		}
+		if o.BadCursorPolicy != nil {
+			bad(flechtwerk.CodeInvalidOption, "TombstonedCursors", "unknown cursor policy %d", *o.BadCursorPolicy)
+		}
+		if o.StateDir == "" {
+			bad(flechtwerk.CodeInvalidOption, "StateDir", "an extractor needs a state directory for its cursors")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// topics checks the input or config topics of option field.
+func (o *Options) topics(field, role string, ts []string, none flechtwerk.Code, noneMsg string) []error {
+	var errs []error
+	if len(ts) == 0 {
+		errs = append(errs, flechtwerk.Errorf(none, field, "%s", noneMsg))
+	}
+	seen := map[string]bool{}
+	for _, t := range ts {
+		if t == "" {
+			errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidOption, field, "empty topic name"))
+		}
+		if seen[t] {
+			errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeDuplicateTopic, field, "topic %q listed twice", t))
+		}
+		seen[t] = true
+	}
+	if o.ApplicationID != "" && seen[o.Changelog()] {
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeDuplicateTopic, field, "the changelog topic %q cannot be %s topic", o.Changelog(), role))
+	}
+	return errs
+}
+
+// EnsureLogger sets a discarding logger when none was given.
+func (o *Options) EnsureLogger() {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// ClientOpts returns the options of every client a runner creates: the
+// seed brokers, the logger, then the user's Kafka options. It returns a
+// new slice on every call.
+func (o *Options) ClientOpts() []kgo.Opt {
+	return append([]kgo.Opt{kgo.SeedBrokers(o.Brokers...), kgo.WithLogger(kslog.New(o.Logger))}, o.KafkaOpts...)
+}
+
+// The names derived from the application id, in one place.
+
+// Group returns the consumer group: the application id.
+func (o *Options) Group() string { return o.ApplicationID }
+
+// Changelog returns the changelog topic: {application id}-changelog.
+func (o *Options) Changelog() string { return changelog.Topic(o.ApplicationID) }
+
+// TransactionalID returns the transactional ID of task (or token) n:
+// {application id}-{n}.
+func (o *Options) TransactionalID(n int32) string { return TransactionalID(o.ApplicationID, n) }
+
+// AppDir returns the directory of the application's stores:
+// {state dir}/{application id}.
+func (o *Options) AppDir() string { return filepath.Join(o.StateDir, o.ApplicationID) }
+
+// StoreDir returns the store directory of task (or token) n:
+// {state dir}/{application id}/{n}.
+func (o *Options) StoreDir(n int32) string { return StoreDir(o.StateDir, o.ApplicationID, n) }
+
+// TransactionalID returns the transactional ID of task (or token) n of
+// application app: {app}-{n}.
+func TransactionalID(app string, n int32) string { return fencing.TransactionalID(app, n) }
+
+// StoreDir returns the store directory of task (or token) n of application
+// app under stateDir: {stateDir}/{app}/{n}.
+func StoreDir(stateDir, app string, n int32) string { return store.Dir(stateDir, app, n) }

@@ -1,0 +1,66 @@
+package pollstage
+
+import (
+	"context"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/configtopic"
+)
+
+// Extractor is the engine's view of an extractor: a poll function with its
+// codecs, over configs and cursors erased to any and bytes.
+type Extractor interface {
+	// Validate reports a problem found when the extractor was built.
+	Validate() error
+	// DecodeConfig returns the decoder of the config records' values; a
+	// panic of the user's decoder is returned as a *flechtwerk.PanicError.
+	DecodeConfig() configtopic.Decoder[any]
+	// EnrichConfig returns the enrich hook, nil without one; a panic of
+	// the user's hook is returned as a *flechtwerk.PanicError.
+	EnrichConfig() configtopic.EnrichFunc[any]
+	// Poll runs the poll function once for cfg, from the encoded cursor
+	// (found reports whether there is one), sending its records to p.
+	// It does not recover panics: the engine does.
+	Poll(ctx context.Context, cfg configtopic.Entry[any], cursor []byte, found bool, p Page) error
+}
+
+// Page is the open page of one poll, as the extractor's Emitter sees it.
+type Page interface {
+	// Key is the config key of the poll.
+	Key() []byte
+	// Add adds a record to the open page.
+	Add(r *kgo.Record)
+	// Pending returns how many records the open page holds.
+	Pending() int
+	// Fail makes the poll fail with err, unless it failed already.
+	Fail(err error)
+	// Commit closes the open page with the encoded cursor.
+	Commit(ctx context.Context, cursor []byte) error
+}
+
+var (
+	mu         sync.RWMutex
+	extractors []func(any) (Extractor, bool)
+)
+
+// RegisterExtractor adds a lookup that recognizes a user-facing extractor
+// value and returns its engine view. Package extractor calls it from init.
+func RegisterExtractor(lookup func(v any) (Extractor, bool)) {
+	mu.Lock()
+	defer mu.Unlock()
+	extractors = append(extractors, lookup)
+}
+
+// ExtractorOf returns the engine view of v when v is an extractor.
+func ExtractorOf(v any) (Extractor, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	for _, lookup := range extractors {
+		if x, ok := lookup(v); ok {
+			return x, true
+		}
+	}
+	return nil, false
+}

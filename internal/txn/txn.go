@@ -1,0 +1,272 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/flechtwerk/flechtwerk/fencing"
+)
+
+// AbortTimeout bounds an abort; when it cannot finish, the next owner's
+// fence or the transaction timeout aborts the transaction instead.
+const AbortTimeout = 10 * time.Second
+
+// Producer is a transactional producer with a static transactional ID.
+// It runs one transaction at a time; the caller serializes its calls.
+type Producer struct {
+	cl *kgo.Client
+	id string
+}
+
+// Open creates the producer of transactional ID id and fences every
+// previous owner of id (fencing.Init). Records to changelog go to their
+// explicit partition, all others by the murmur2 hash of their key. opts
+// are the client options (seed brokers, TLS, SASL, logger).
+func Open(ctx context.Context, id string, timeout time.Duration, changelog string, opts ...kgo.Opt) (*Producer, error) {
+	all := append(slices.Clone(opts), kgo.RecordPartitioner(Partitioner(changelog)))
+	cl, err := fencing.Init(ctx, id, timeout, all...)
+	if err != nil {
+		return nil, err
+	}
+	return &Producer{cl: cl, id: id}, nil
+}
+
+// ID returns the transactional ID.
+func (p *Producer) ID() string { return p.id }
+
+// Offsets are the group offsets a transaction commits: the next offset to
+// consume per topic, all of one partition.
+type Offsets struct {
+	// Group is the consumer group.
+	Group string
+	// Partition is the partition of every topic.
+	Partition int32
+	// Next is the next offset to consume per topic.
+	Next map[string]int64
+	// TopicIDs are the topics' IDs, for TxnOffsetCommit v6+.
+	TopicIDs map[string][16]byte
+}
+
+// Timing says how long the parts of a commit took.
+type Timing struct {
+	Produce, Offsets, Total time.Duration
+}
+
+// Commit makes recs and, when offsets is not nil, the group's offsets
+// visible atomically in one transaction: begin, produce (every result is
+// checked; an error names the record's topic and partition) while the
+// offsets join the transaction, end. On any failure the transaction is
+// aborted with its own time (AbortTimeout) and the error returned is
+// classified (errors.Is(err, fencing.ErrFenced) holds when the producer
+// was fenced). ctx bounds the commit; the caller decides whether it may be
+// canceled.
+func (p *Producer) Commit(ctx context.Context, recs []*kgo.Record, offsets *Offsets) (Timing, error) {
+	var tm Timing
+	if err := p.cl.BeginTransaction(); err != nil {
+		return tm, fmt.Errorf("begin transaction: %w", fencing.Classify(p.id, err))
+	}
+	began := time.Now()
+	// The offsets join the transaction while the records are produced:
+	// neither depends on the other, and the end below waits for both.
+	offsetsErr := make(chan error, 1)
+	if offsets != nil {
+		go func() {
+			err := p.sendOffsets(ctx, offsets)
+			tm.Offsets = time.Since(began)
+			offsetsErr <- err
+		}()
+	} else {
+		offsetsErr <- nil
+	}
+	// ProduceSync waits for every record: the end below is gated on all
+	// produce results, never on a subset.
+	produceErr := FirstProduceErr(p.cl.ProduceSync(ctx, recs...))
+	tm.Produce = time.Since(began)
+	offErr := <-offsetsErr
+	if produceErr != nil {
+		return tm, p.abort(ctx, fencing.Classify(p.id, produceErr))
+	}
+	if offErr != nil {
+		return tm, p.abort(ctx, fmt.Errorf("offsets to transaction: %w", fencing.Classify(p.id, offErr)))
+	}
+	if err := p.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		// Unknown outcome: retry the end as an abort. If the commit did
+		// land, the abort fails and the error still ends the owner: its
+		// store is rebuilt from the changelog on restart.
+		return tm, p.abort(ctx, fmt.Errorf("commit: %w", fencing.ClassifyCommit(p.id, err)))
+	}
+	tm.Total = time.Since(began)
+	return tm, nil
+}
+
+// abort aborts the open transaction after cause and returns cause, joined
+// with the abort's own error if it failed.
+func (p *Producer) abort(ctx context.Context, cause error) error {
+	// The commit's context may be spent (that may be why we abort): the
+	// abort gets its own time, so that it reaches the broker.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AbortTimeout)
+	defer cancel()
+	if err := p.Abort(ctx); err != nil {
+		return errors.Join(cause, err)
+	}
+	return cause
+}
+
+// Abort drops buffered records and aborts the open transaction; with no
+// transaction open it does nothing.
+func (p *Producer) Abort(ctx context.Context) error {
+	if err := p.cl.AbortBufferedRecords(ctx); err != nil {
+		return fmt.Errorf("abort buffered records: %w", err)
+	}
+	if err := p.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		return fmt.Errorf("abort: %w", fencing.Classify(p.id, err))
+	}
+	return nil
+}
+
+// Close closes the client. It aborts nothing: call Abort first when a
+// transaction may be open.
+func (p *Producer) Close() { p.cl.Close() }
+
+// FirstProduceErr returns the error of the first failed record, naming its
+// topic and partition (a record that failed before the partitioner ran,
+// e.g. to a topic the broker does not know, has none: give records
+// Partition -1 before producing them to tell).
+func FirstProduceErr(rs kgo.ProduceResults) error {
+	var (
+		first  *kgo.ProduceResult
+		failed int
+	)
+	for i := range rs {
+		if rs[i].Err != nil {
+			if first == nil {
+				first = &rs[i]
+			}
+			failed++
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	r := first.Record
+	where := fmt.Sprintf("topic %s partition %d", r.Topic, r.Partition)
+	if r.Partition < 0 {
+		where = fmt.Sprintf("topic %s (no partition assigned)", r.Topic)
+	}
+	return fmt.Errorf("produce to %s failed (%d of %d records of the transaction failed): %w", where, failed, len(rs), first.Err)
+}
+
+// sendOffsets adds the group's offsets to the open transaction:
+// AddOffsetsToTxn then TxnOffsetCommit, with generation -1 and no member id
+// (the producer is not the group member).
+func (p *Producer) sendOffsets(ctx context.Context, o *Offsets) error {
+	id, epoch, err := p.cl.ProducerID(ctx)
+	if err != nil {
+		return err
+	}
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID = p.id
+	add.ProducerID = id
+	add.ProducerEpoch = epoch
+	add.Group = o.Group
+	if err := retry(ctx, func() error {
+		resp, err := add.RequestWith(ctx, p.cl)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	}); err != nil {
+		return fmt.Errorf("AddOffsetsToTxn: %w", err)
+	}
+
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID = p.id
+	req.Group = o.Group
+	req.ProducerID = id
+	req.ProducerEpoch = epoch
+	req.Generation = -1
+	req.MemberID = ""
+	topics := make([]string, 0, len(o.Next))
+	for topic := range o.Next {
+		topics = append(topics, topic)
+	}
+	slices.Sort(topics)
+	for _, topic := range topics {
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = topic
+		rt.TopicID = o.TopicIDs[topic]
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition = o.Partition
+		rp.Offset = o.Next[topic]
+		rp.LeaderEpoch = -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+	}
+	return retry(ctx, func() error {
+		resp, err := req.RequestWith(ctx, p.cl)
+		if err != nil {
+			return err
+		}
+		for i, rt := range resp.Topics {
+			name := rt.Topic
+			if name == "" && i < len(topics) {
+				name = topics[i]
+			}
+			for _, rp := range rt.Partitions {
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					return fmt.Errorf("TxnOffsetCommit %s/%d: %w", name, rp.Partition, err)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// retry runs fn until it succeeds, fails with a non-retryable error, or ctx
+// ends. CONCURRENT_TRANSACTIONS (the previous transaction's markers are
+// still being written) is retryable here.
+func retry(ctx context.Context, fn func() error) error {
+	backoff := 2 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, kerr.ConcurrentTransactions) && !kerr.IsRetriable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 200*time.Millisecond)
+	}
+}
+
+// Partitioner sends records to changelog to their explicit partition and
+// hashes every other record's key like Kafka's default partitioner
+// (murmur2). An empty changelog (a stateless owner) sends nothing to an
+// explicit partition, not even a record of the topic "".
+func Partitioner(changelog string) kgo.Partitioner { return partitioner{changelog: changelog} }
+
+type partitioner struct{ changelog string }
+
+var (
+	manual = kgo.ManualPartitioner()
+	hashed = kgo.StickyKeyPartitioner(nil)
+)
+
+func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	if topic == p.changelog && topic != "" {
+		return manual.ForTopic(topic)
+	}
+	return hashed.ForTopic(topic)
+}

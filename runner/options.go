@@ -1,0 +1,200 @@
+package runner
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/internal/config"
+)
+
+// Opt configures a Runner. Every option applies to both stage kinds unless
+// its documentation says "Transformer only" or "Extractor only"; an option
+// of the other kind is reported by New (flechtwerk.CodeInvalidOption).
+type Opt interface{ apply(*config.Options) }
+
+type opt func(*config.Options)
+
+func (o opt) apply(c *config.Options) { o(c) }
+
+// only marks an option as one of a stage kind.
+func only(kind config.Kind, name string, f func(*config.Options)) Opt {
+	return opt(func(c *config.Options) {
+		c.Set(name, kind)
+		f(c)
+	})
+}
+
+// SeedBrokers sets the brokers to bootstrap from (Kafka's
+// bootstrap.servers). Required.
+func SeedBrokers(brokers ...string) Opt { return opt(func(c *config.Options) { c.Brokers = brokers }) }
+
+// ApplicationID names the application: the consumer group (which hands
+// out the tasks of a transformer, the ownership tokens of an extractor),
+// the prefix of the transactional IDs ({id}-{N}), the changelog topic
+// ({id}-changelog: state or cursors) and the state directory. Required;
+// changing it starts from scratch (an extractor from empty cursors).
+func ApplicationID(id string) Opt { return opt(func(c *config.Options) { c.ApplicationID = id }) }
+
+// InputTopics sets the topics to consume. Required. They must exist and have
+// equal partition counts. Records of one state key run in this topic order,
+// then offset order. Transformer only.
+func InputTopics(topics ...string) Opt {
+	return only(config.Transformer, "InputTopics", func(c *config.Options) { c.InputTopics = topics })
+}
+
+// StateDir sets the root directory of the stores (a transformer's state,
+// an extractor's cursors); task or token N of the application lives in
+// {dir}/{application id}/{N}. Default $TMPDIR/flechtwerk. Stateless
+// transformers create nothing there.
+func StateDir(dir string) Opt { return opt(func(c *config.Options) { c.StateDir = dir }) }
+
+// StoreRetention sets how long the store of a task this instance no longer
+// runs is kept in the state directory: a kept store is what a warm restart
+// of the task would start from. Stores of the application
+// ({dir}/{application id}/{N}) unused for longer are deleted at the start
+// of Run and then periodically (every retention/4, at least every minute
+// and at most every hour); a store that is open, in this process or
+// another, is never deleted. 0 deletes every store as soon as nobody holds
+// it; negative keeps stores forever. Default 24h, Kafka's default
+// delete.retention.ms: an older store cannot be trusted against its
+// changelog anyway, since tombstones written after it may have been cleaned
+// away.
+func StoreRetention(d time.Duration) Opt {
+	return opt(func(c *config.Options) { c.StoreRetention = d })
+}
+
+// MaxPollRecords caps the records of one batch (Kafka's max.poll.records).
+// Default 500. Transformer only.
+func MaxPollRecords(n int) Opt {
+	return only(config.Transformer, "MaxPollRecords", func(c *config.Options) { c.MaxPollRecords = n })
+}
+
+// TransactionTimeout sets the producers' transaction timeout
+// (transaction.timeout.ms): how long the broker lets a transaction of a
+// silent owner stay open before aborting it. It must exceed BatchTimeout
+// (a transformer) or PageTimeout (an extractor) and not exceed the broker's
+// transaction.max.timeout.ms (15 minutes by default). Default 60s.
+func TransactionTimeout(d time.Duration) Opt {
+	return opt(func(c *config.Options) { c.TransactionTimeout = d })
+}
+
+// BatchTimeout bounds the time one batch may take, transform through
+// commit; a batch that takes longer fails Run with a *BatchTimeoutError
+// (flechtwerk.ErrBatchTimeout) naming its tasks, and nothing of it is
+// committed. Run does not wait for a transform that ignores its ctx: that
+// goroutine is abandoned, its results are discarded, and it may run on
+// until the process exits. Default 30s. Rebalances wait for the in-flight
+// batch, so keep it below the group's rebalance timeout (60s by default).
+// Transformer only.
+func BatchTimeout(d time.Duration) Opt {
+	return only(config.Transformer, "BatchTimeout", func(c *config.Options) { c.BatchTimeout = d })
+}
+
+// Concurrency bounds how many state-key buckets run their transforms at the
+// same time, across all tasks (default 64), or how many polls of an
+// extractor run at the same time, across all configs and tokens (default
+// 16).
+func Concurrency(n int) Opt { return opt(func(c *config.Options) { c.Concurrency = n }) }
+
+// ChangelogReplicationFactor sets the replication factor of a changelog
+// topic the runner creates. Default -1: the broker's
+// default.replication.factor.
+func ChangelogReplicationFactor(n int16) Opt {
+	return opt(func(c *config.Options) { c.Replication = n })
+}
+
+// SessionTimeout sets the group session timeout (session.timeout.ms): how
+// long the group waits for a silent member before moving its tasks or
+// tokens. The heartbeat interval is a third of it, at most 3s. Default 10s.
+func SessionTimeout(d time.Duration) Opt {
+	return opt(func(c *config.Options) { c.SessionTimeout = d })
+}
+
+// WithKafkaOpts adds franz-go options to every client the runner creates:
+// TLS, SASL, dialers, client id. Options that change delivery (isolation
+// level, transactional id, partitioner, auto commit) are set by the runner
+// and must not be passed.
+func WithKafkaOpts(opts ...kgo.Opt) Opt {
+	return opt(func(c *config.Options) { c.KafkaOpts = append(c.KafkaOpts, opts...) })
+}
+
+// WithConsumerOpts adds franz-go options to the group member only, e.g.
+// kgo.RebalanceTimeout or kgo.FetchMaxBytes. The runner's delivery
+// settings — the group, its topics, range assignment, no auto-commit, the
+// session and heartbeat, the partition callbacks, and for a transformer the
+// isolation level, reset offset and rebalance blocking — are applied after
+// them and cannot be replaced.
+func WithConsumerOpts(opts ...kgo.Opt) Opt {
+	return opt(func(c *config.Options) { c.ConsumerOpts = append(c.ConsumerOpts, opts...) })
+}
+
+// WithLogger sets the logger. Default: discard.
+func WithLogger(l *slog.Logger) Opt { return opt(func(c *config.Options) { c.Logger = l }) }
+
+// ConfigTopics sets the config topics of an extractor: compacted topics
+// whose live records are the poll targets. Required. They must exist and
+// have equal partition counts; that count is the number of ownership
+// tokens and of changelog partitions. Extractor only.
+func ConfigTopics(topics ...string) Opt {
+	return only(config.Extractor, "ConfigTopics", func(c *config.Options) { c.ConfigTopics = topics })
+}
+
+// PollInterval sets how often each live config is polled: a poll starts at
+// most once per interval per config, and never while the previous poll of
+// the config runs. Required. Extractor only.
+func PollInterval(d time.Duration) Opt {
+	return only(config.Extractor, "PollInterval", func(c *config.Options) { c.PollInterval = d })
+}
+
+// PageTimeout bounds one page of an extractor: the time from the start of
+// a poll, or from its previous Commit, to the Commit that closes the page
+// (or to the return of the poll function for the trailing page). A page
+// that takes longer is aborted, its poll's context is canceled, and Run
+// fails with an error naming the config key (errors.Is
+// extractor.ErrPageTimeout). It must be below TransactionTimeout. Default
+// 30s. Extractor only.
+func PageTimeout(d time.Duration) Opt {
+	return only(config.Extractor, "PageTimeout", func(c *config.Options) { c.PageTimeout = d })
+}
+
+// CursorPolicy is what becomes of the cursor of a config whose record was
+// tombstoned; see TombstonedCursors.
+type CursorPolicy int
+
+const (
+	// DeleteCursors deletes the cursor of a tombstoned config: the owner
+	// of its token writes a changelog tombstone in a transaction of the
+	// token, like a page's cursor, and drops it from the store. A config
+	// added again under the key starts from an empty cursor. The default.
+	DeleteCursors CursorPolicy = iota
+	// KeepCursors keeps the cursor of a tombstoned config in the
+	// changelog and the store forever, so a config added again under the
+	// key resumes where it stopped.
+	KeepCursors
+)
+
+// TombstonedCursors sets what becomes of the cursor of a config whose record
+// is tombstoned. Default DeleteCursors: a tombstone says the config is gone,
+// and keeping its cursor would grow the changelog and every store with each
+// config ever deleted, and make a new config that reuses the key (a new
+// tenant with an old id) silently skip what the old one read. To stop a
+// config for a while without losing its cursor, suspend it instead (see
+// extractor.Suspended); use KeepCursors when configs are deleted and added
+// again on purpose.
+//
+// Under DeleteCursors the cursor is deleted once the owner of the config's
+// token sees the tombstone (after a running poll of the config ends), or,
+// when the tombstone was written while no instance held the token, when an
+// instance takes the token. A config added again before its owner saw the
+// tombstone keeps its cursor. Extractor only.
+func TombstonedCursors(p CursorPolicy) Opt {
+	return only(config.Extractor, "TombstonedCursors", func(c *config.Options) {
+		c.KeepCursors, c.BadCursorPolicy = p == KeepCursors, nil
+		if p != DeleteCursors && p != KeepCursors {
+			v := int(p)
+			c.BadCursorPolicy = &v
+		}
+	})
+}

@@ -1,0 +1,129 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/changelog"
+	"github.com/flechtwerk/flechtwerk/internal/group"
+	"github.com/flechtwerk/flechtwerk/internal/latch"
+	"github.com/flechtwerk/flechtwerk/internal/topics"
+	"github.com/flechtwerk/flechtwerk/task"
+)
+
+// runTransformer is Run for a transformer: it checks the input topics,
+// ensures the changelog, joins the group and runs the main loop until it
+// ends; then it leaves the group and closes every task.
+func (r *Runner) runTransformer(ctx context.Context) error {
+	c := &r.cfg
+	base := c.ClientOpts()
+
+	admCl, err := kgo.NewClient(base...)
+	if err != nil {
+		return fmt.Errorf("runner: admin client: %w", err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+
+	infos, partitions, err := topics.Describe(ctx, adm, "input", c.InputTopics)
+	if err != nil {
+		return err
+	}
+	topicIDs := make(map[string][16]byte, len(infos))
+	for name, info := range infos {
+		topicIDs[name] = info.ID
+	}
+	var changelogTopic string
+	if r.proc.Stateful() {
+		changelogTopic = c.Changelog()
+		if err := changelog.Ensure(ctx, adm, changelogTopic, partitions, c.Replication); err != nil {
+			return err
+		}
+	}
+
+	rn := &run{
+		r:          r,
+		adm:        adm,
+		base:       base,
+		changelog:  changelogTopic,
+		topicIDs:   topicIDs,
+		partitions: partitions,
+		tasks:      map[int32]*task.Task{},
+		pending:    map[int32]*task.Task{},
+		sem:        make(chan struct{}, c.Concurrency),
+		wake:       make(chan struct{}, 1),
+	}
+	// The user's consumer options come first: the delivery settings
+	// come last and win (group.Opts).
+	consumerOpts := group.Opts(base, c.ConsumerOpts, group.Member{
+		Group:          c.Group(),
+		Topics:         c.InputTopics,
+		SessionTimeout: c.SessionTimeout,
+		OnAssigned:     rn.onAssigned,
+		OnRevoked:      rn.onRevoked,
+		Delivery: []kgo.Opt{
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			// Markers of upstream transactions are returned so that the
+			// committed offset can pass them (see task.Process).
+			kgo.KeepControlRecords(),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.BlockRebalanceOnPoll(),
+		},
+	})
+	consumer, err := kgo.NewClient(consumerOpts...)
+	if err != nil {
+		return fmt.Errorf("runner: consumer: %w", err)
+	}
+	rn.consumer = consumer
+
+	runErr := rn.loop(ctx)
+	// Leave the group (this runs onRevoked, which tears the tasks down),
+	// then make sure nothing is left open.
+	consumer.Close()
+	rn.teardown()
+	if runErr != nil {
+		return runErr
+	}
+	return rn.fatalErr()
+}
+
+// run is the state of one Run.
+type run struct {
+	r          *Runner
+	adm        *kadm.Client
+	base       []kgo.Opt
+	consumer   *kgo.Client
+	changelog  string
+	topicIDs   map[string][16]byte
+	partitions int32
+	sem        chan struct{}
+
+	// mu is the batch lock: it guards tasks and pending, and is held while
+	// a batch runs and while a task restores.
+	mu      sync.Mutex
+	tasks   map[int32]*task.Task // restored and fetching
+	pending map[int32]*task.Task // fenced, waiting for restore
+
+	// rmu guards revoking and cancelRestore, so that a revocation can cut a
+	// restore short instead of waiting for it under mu.
+	rmu           sync.Mutex
+	revoking      bool
+	cancelRestore context.CancelFunc
+
+	fatal latch.Latch
+	wake  chan struct{}
+}
+
+func (rn *run) setFatal(err error) {
+	rn.fatal.Set(err)
+	rn.poke()
+}
+
+func (rn *run) fatalErr() error { return rn.fatal.Err() }
+
+// poke wakes a main loop blocked in a poll.
+func (rn *run) poke() { latch.Poke(rn.wake) }

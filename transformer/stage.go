@@ -1,0 +1,119 @@
+package transformer
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/internal/stage"
+)
+
+// The runtime drives a *Transformer through internal/stage; nothing of it is
+// exported here.
+func init() {
+	stage.RegisterTransformer(func(v any) (stage.Transformer, bool) {
+		s, ok := v.(sealed)
+		if !ok {
+			return nil, false
+		}
+		return s.stage(), true
+	})
+}
+
+// sealed is implemented by *Transformer[S] only: its method is unexported.
+type sealed interface{ stage() stage.Transformer }
+
+func (t *Transformer[S]) stage() stage.Transformer { return adapter[S]{t} }
+
+// adapter is the engine's view of a *Transformer[S].
+type adapter[S any] struct{ t *Transformer[S] }
+
+func (a adapter[S]) Validate() error { return a.t.Validate() }
+
+func (a adapter[S]) Stateful() bool { return a.t != nil && a.t.stateless == nil }
+
+// Prepare converts r to the user's Record and derives its state key: the
+// StateKey option's function, else the record key.
+func (a adapter[S]) Prepare(r *kgo.Record) (stage.Input, error) {
+	rec := toRecord(r)
+	key := rec.Key
+	if a.t.stateKey != nil {
+		key = a.t.stateKey(rec)
+	}
+	return stage.Input{Record: r, Key: key, View: rec}, nil
+}
+
+// Process runs the transform for one prepared record and encodes what it
+// did.
+func (a adapter[S]) Process(ctx context.Context, in stage.Input, state []byte, found bool) (stage.Result, error) {
+	t := a.t
+	rec, ok := in.View.(*Record)
+	if !ok {
+		return stage.Result{}, fmt.Errorf("transformer: internal error: input view is %T, not prepared by this transformer", in.View)
+	}
+	if t.stateless != nil {
+		var out Outputs
+		if err := t.stateless(ctx, rec, &out); err != nil {
+			return stage.Result{}, err
+		}
+		return stage.Result{Outputs: toKgo(out.outs)}, nil
+	}
+	var s S
+	if found {
+		var err error
+		if s, err = t.codec.Decode(state); err != nil {
+			return stage.Result{}, fmt.Errorf("transformer: decoding state of key %q: %w", in.Key, err)
+		}
+	}
+	e := Emitter[S]{had: found}
+	if err := t.fn(ctx, rec, s, &e); err != nil {
+		return stage.Result{}, err
+	}
+	r := stage.Result{Outputs: toKgo(e.outs), Op: e.op}
+	if e.op == stage.Put {
+		b, err := t.codec.Encode(e.state)
+		if err != nil {
+			return stage.Result{}, fmt.Errorf("transformer: encoding state of key %q: %w", in.Key, err)
+		}
+		if b == nil {
+			b = []byte{} // nil is a tombstone on the changelog; keep puts distinct
+		}
+		r.State = b
+	}
+	return r, nil
+}
+
+func toRecord(r *kgo.Record) *Record {
+	rec := &Record{
+		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+		Key: r.Key, Value: r.Value, Timestamp: r.Timestamp,
+	}
+	if len(r.Headers) > 0 {
+		rec.Headers = make([]Header, len(r.Headers))
+		for i, h := range r.Headers {
+			rec.Headers[i] = Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return rec
+}
+
+func toKgo(outs []Output) []*kgo.Record {
+	if len(outs) == 0 {
+		return nil
+	}
+	rs := make([]*kgo.Record, len(outs))
+	for i, o := range outs {
+		// The partitioner sets the partition; -1 until it ran tells a
+		// produce error that none was assigned.
+		r := &kgo.Record{Topic: o.Topic, Partition: -1, Key: o.Key, Value: o.Value}
+		if len(o.Headers) > 0 {
+			r.Headers = make([]kgo.RecordHeader, len(o.Headers))
+			for j, h := range o.Headers {
+				r.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+			}
+		}
+		rs[i] = r
+	}
+	return rs
+}

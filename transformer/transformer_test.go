@@ -1,0 +1,80 @@
+package transformer_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
+	"github.com/flechtwerk/flechtwerk/runner"
+	"github.com/flechtwerk/flechtwerk/transformer"
+)
+
+func TestNewReportsEveryProblem(t *testing.T) {
+	tr := transformer.New[int](nil, transformer.StateCodec(transformer.Bytes()))
+	err := tr.Validate()
+	require.ErrorIs(t, err, flechtwerk.ErrInvalidTransformer)
+	var fields []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var ce *flechtwerk.ConfigError
+		require.ErrorAs(t, e, &ce)
+		fields = append(fields, ce.Field)
+	}
+	require.Equal(t, []string{"Func", "StateCodec"}, fields)
+
+	require.NoError(t, transformer.New(func(context.Context, *transformer.Record, int, *transformer.Emitter[int]) error { return nil }).Validate())
+	require.ErrorIs(t, transformer.Stateless(nil).Validate(), flechtwerk.ErrInvalidTransformer)
+}
+
+// impostor has the user-visible method of a transformer but is not one.
+type impostor struct{}
+
+func (impostor) Validate() error { return nil }
+
+func TestOnlyTransformersReachTheEngine(t *testing.T) {
+	tr := transformer.Stateless(func(context.Context, *transformer.Record, *transformer.Outputs) error { return nil })
+	s, ok := stage.TransformerOf(tr)
+	require.True(t, ok)
+	require.False(t, s.Stateful())
+
+	_, ok = stage.TransformerOf(impostor{})
+	require.False(t, ok)
+	_, err := runner.New(impostor{}, runner.SeedBrokers("localhost:9092"), runner.ApplicationID("app"), runner.InputTopics("in"))
+	require.ErrorIs(t, err, flechtwerk.ErrInvalidTransformer)
+	require.ErrorContains(t, err, "transformer_test.impostor is not a stage")
+
+	var nilT *transformer.Transformer[int]
+	_, err = runner.New(nilT, runner.SeedBrokers("localhost:9092"), runner.ApplicationID("app"), runner.InputTopics("in"))
+	require.ErrorIs(t, err, flechtwerk.ErrInvalidTransformer)
+	require.ErrorContains(t, err, "transformer is nil")
+}
+
+func TestAdapterEncodesWhatTheTransformDid(t *testing.T) {
+	tr := transformer.New(func(_ context.Context, rec *transformer.Record, s string, e *transformer.Emitter[string]) error {
+		if string(rec.Value) == "fail" {
+			return errors.New("boom")
+		}
+		e.SetState(s + string(rec.Value))
+		e.SendRecord(transformer.Output{Topic: "out", Key: rec.Key, Value: rec.Value, Headers: []transformer.Header{{Key: "h", Value: []byte("1")}}})
+		return nil
+	}, transformer.StateKey(func(rec *transformer.Record) []byte { return rec.Value[:1] }))
+	s, ok := stage.TransformerOf(tr)
+	require.True(t, ok)
+	require.True(t, s.Stateful())
+	in, err := s.Prepare(kgoRecord("k", "xy"))
+	require.NoError(t, err)
+	require.Equal(t, []byte("x"), in.Key)
+	res, err := s.Process(context.Background(), in, []byte(`"a"`), true)
+	require.NoError(t, err)
+	require.Equal(t, stage.Put, res.Op)
+	require.Equal(t, `"axy"`, string(res.State))
+	require.Len(t, res.Outputs, 1)
+	require.Equal(t, int32(-1), res.Outputs[0].Partition, "the partitioner assigns it")
+	require.Equal(t, "h", res.Outputs[0].Headers[0].Key)
+
+	_, err = s.Process(context.Background(), in, []byte(`not json`), true)
+	require.ErrorContains(t, err, `decoding state of key "x"`)
+}
