@@ -342,10 +342,10 @@ func TestSecureExtractor(t *testing.T) {
 		want += n
 	}
 	run := func() {
-		r, err := extractor.NewRunner(ex, extractor.SeedBrokers(c.Brokers...), extractor.ApplicationID(app),
-			extractor.ConfigTopics(configs), extractor.PollInterval(200*time.Millisecond),
-			extractor.StateDir(t.TempDir()), extractor.SessionTimeout(6*time.Second),
-			extractor.WithLogger(logger(t)), extractor.WithKafkaOpts(opts...))
+		r, err := runner.New(ex, runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app),
+			runner.ConfigTopics(configs), runner.PollInterval(200*time.Millisecond),
+			runner.StateDir(t.TempDir()), runner.SessionTimeout(6*time.Second),
+			runner.WithLogger(logger(t)), runner.WithKafkaOpts(opts...))
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
