@@ -1,22 +1,26 @@
 # make test   - everything: vet, the suite on the embedded broker (race
 #               detector), then the suite against real Apache Kafka 4.x
 #               (transaction versions 2 and 1) fetched from Maven Central,
-#               then the cluster chaos pass on three brokers (test-cluster).
+#               then the cluster chaos pass on three brokers (test-cluster)
+#               and the security tests (test-secure).
 # make test-cluster - only the cluster chaos pass: a 3-broker KRaft cluster,
 #               200k records while processors and brokers are killed and
 #               frozen, leaders re-elected and connections cut, stalled and
 #               slowed (integration/kafka/test-cluster.sh).
 # make fuzz   - every fuzz target for FUZZTIME (default 10s) each
 #               (scripts/fuzz.sh); part of make test.
+# make test-secure - the TestSecure* tests against a Kafka broker with TLS,
+#               SASL/SCRAM-SHA-512 and the StandardAuthorizer
+#               (integration/kafka/secure.sh).
 # make run    - the word-count example on an embedded broker.
 # make bench  - the throughput/latency benchmark (bench/run.sh): plain loop,
 #               GroupTransactSession loop and the runner on Apache Kafka and
 #               on the embedded broker. BENCH_RECORDS=300000 scales it down.
 GO ?= go
 
-.PHONY: test test-embedded test-kafka test-cluster run bench chaos-long chaos-long-cluster
+.PHONY: test test-embedded test-kafka test-cluster test-secure run bench chaos-long chaos-long-cluster
 
-test: test-embedded test-kafka test-cluster fuzz
+test: test-embedded test-kafka test-cluster test-secure fuzz
 
 test-embedded:
 	$(GO) vet ./...
@@ -32,6 +36,9 @@ test-cluster:
 .PHONY: fuzz
 fuzz:
 	GO=$(GO) bash scripts/fuzz.sh
+
+test-secure:
+	GO=$(GO) bash integration/kafka/secure.sh test -race -count=1 -v -timeout 15m -run 'TestSecure' ./integration/
 
 run:
 	$(GO) run ./examples/wordcount

@@ -345,7 +345,7 @@ main() {
   esac
 }
 
-# Sourced (by cluster.sh, for its helpers): define the functions only.
+# Sourced (by cluster.sh and secure.sh, for its helpers): define the functions only.
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   main "$@"
 fi

@@ -2,6 +2,7 @@ package kafkatest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -24,8 +25,14 @@ type Cluster struct {
 	Brokers []string
 	// Real is true when the cluster came from KAFKA_BROKERS.
 	Real bool
-	Adm  *kadm.Client
-	cl   *kgo.Client
+	// Secure is true when the cluster came from KAFKA_BROKERS together
+	// with KAFKA_TLS_CA, KAFKA_SASL_USER and KAFKA_SASL_PASSWORD (see
+	// Opts); Adm then acts as that super user.
+	Secure bool
+	Adm    *kadm.Client
+	cl     *kgo.Client
+	tls    *tls.Config
+	opts   []kgo.Opt
 }
 
 // Kind names the broker kind for logs: "kafka" or "kfake".
@@ -43,13 +50,19 @@ func New(t testing.TB) *Cluster {
 	if env := os.Getenv("KAFKA_BROKERS"); env != "" {
 		c.Brokers = strings.Split(env, ",")
 		c.Real = true
+		if ca := os.Getenv(EnvTLSCA); ca != "" {
+			tc, err := tlsConfig(ca)
+			require.NoError(t, err)
+			c.Secure, c.tls = true, tc
+			c.opts = c.UserOpts(os.Getenv(EnvSASLUser), os.Getenv(EnvSASLPassword))
+		}
 	} else {
 		fc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500*time.Millisecond))
 		require.NoError(t, err)
 		t.Cleanup(fc.Close)
 		c.Brokers = fc.ListenAddrs()
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...))
+	cl, err := kgo.NewClient(c.clientOpts()...)
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
 	c.cl = cl
@@ -79,7 +92,7 @@ func (c *Cluster) Produce(t testing.TB, recs ...*kgo.Record) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	cl, err := kgo.NewClient(c.clientOpts(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))...)
 	require.NoError(t, err)
 	defer cl.Close()
 	require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
@@ -108,10 +121,10 @@ func (c *Cluster) ReadCommitted(t testing.TB, topic string) []*kgo.Record {
 	if len(want) == 0 {
 		return nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...),
+	cl, err := kgo.NewClient(c.clientOpts(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords())
+		kgo.KeepControlRecords())...)
 	require.NoError(t, err)
 	defer cl.Close()
 	var out []*kgo.Record
