@@ -61,7 +61,7 @@ func FuzzRestore(f *testing.F) {
 	c := kafkatest.New(f)
 	f.Add([]byte(nil))
 	f.Add([]byte{0, 1, 'k', 1, 'v'})
-	f.Add([]byte{0, 1, 'k', 0, 2, 1, 'k', 1, 1, 'k'})                       // empty value, nil value, tombstone
+	f.Add([]byte{0, 1, 'k', 0, 2, 1, 'k', 1, 1, 'k'})                          // empty value, nil value, tombstone
 	f.Add([]byte{0, 0, 3, 'v', 0xff, 0xfe, 5, 2, 'k', 0xff, 1, 'h'})           // empty key, invalid UTF-8, headers
 	f.Add([]byte{1, 1, 'k', 0, 1, 'k', 63, '{', '"', 'n', '"', ':', '1', '}'}) // tombstone then put
 	var n atomic.Int64

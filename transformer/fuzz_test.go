@@ -249,4 +249,3 @@ func FuzzPrepare(f *testing.F) {
 		}
 	})
 }
-
