@@ -32,6 +32,11 @@ const (
 	// partition count from the inputs (repartitioning needs a migration),
 	// or is not compacted.
 	CodeChangelogMismatch Code = "CHANGELOG_MISMATCH"
+	// CodeChangelogMissing: a stateful transformer's changelog topic does
+	// not exist while its group has committed input offsets, so the state
+	// those offsets account for is gone. Restore the topic, or reset the
+	// application (offsets and state) to reprocess from the start.
+	CodeChangelogMissing Code = "CHANGELOG_MISSING"
 	// CodeTransactionTimeout: the transaction timeout does not exceed the
 	// time a batch (or an extractor page) may take.
 	CodeTransactionTimeout Code = "TRANSACTION_TIMEOUT_TOO_SHORT"
@@ -66,6 +71,7 @@ var (
 	ErrMissingTopic       = &ConfigError{Code: CodeMissingTopic}
 	ErrPartitionMismatch  = &ConfigError{Code: CodePartitionMismatch}
 	ErrChangelogMismatch  = &ConfigError{Code: CodeChangelogMismatch}
+	ErrChangelogMissing   = &ConfigError{Code: CodeChangelogMissing}
 	ErrTransactionTimeout = &ConfigError{Code: CodeTransactionTimeout}
 	ErrInvalidOption      = &ConfigError{Code: CodeInvalidOption}
 	ErrInvalidTransformer = &ConfigError{Code: CodeInvalidTransformer}

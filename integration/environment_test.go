@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"github.com/flechtwerk/flechtwerk"
 	"net"
 	"os"
 	"path/filepath"
@@ -261,11 +262,9 @@ func TestChangelogDeletedWhileRunning(t *testing.T) {
 // with an error naming the changelog, or continue the counts; it must not
 // count from an empty state while the group's offsets continue.
 //
-// Today the runner recreates an empty changelog, wipes the stores and
-// counts from 1 again (b0#1 where b0#8 is due): silent state loss.
+// Run refuses with CHANGELOG_MISSING: the group has committed offsets but
+// the state they account for is gone.
 func TestChangelogDeletedRestartKeepsState(t *testing.T) {
-	t.Skip("engine fix pending: after its changelog was deleted, Run recreates it empty and resets the state " +
-		"while the group's committed offsets continue (changelog.Ensure creates a missing changelog even when the group has offsets)")
 	c := kafkatest.New(t)
 	in, out, app, dir, first, second := changelogDeleted(t, c)
 	rn := start(t, c, echoCounter(out, nil), runner.ApplicationID(app), runner.InputTopics(in),
@@ -275,6 +274,7 @@ func TestChangelogDeletedRestartKeepsState(t *testing.T) {
 		t.Logf("restart after the changelog was deleted: %v", err)
 		require.Error(t, err)
 		require.Contains(t, err.Error(), changelog.Topic(app))
+		require.ErrorIs(t, err, flechtwerk.ErrChangelogMissing)
 		require.Len(t, readStable(t, c, out), len(first), "nothing visible of the refused restart")
 	case <-time.After(20 * time.Second):
 		waitCommitted(t, c, app, in, 60*time.Second, rn.done)

@@ -40,6 +40,9 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 	var changelogTopic string
 	if r.proc.Stateful() {
 		changelogTopic = c.Changelog()
+		if err := requireChangelogOrNewGroup(ctx, adm, changelogTopic, c.Group(), c.InputTopics); err != nil {
+			return err
+		}
 		if err := changelog.Ensure(ctx, adm, changelogTopic, partitions, c.Replication); err != nil {
 			return err
 		}
