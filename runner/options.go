@@ -80,10 +80,10 @@ func TransactionTimeout(d time.Duration) Opt {
 	return opt(func(c *config.Options) { c.TransactionTimeout = d })
 }
 
-// BatchTimeout bounds the time one batch may take, transform through
-// commit; a batch that takes longer fails Run with a *BatchTimeoutError
-// (flechtwerk.ErrBatchTimeout) naming its tasks, and nothing of it is
-// committed. Run does not wait for a transform that ignores its ctx: that
+// BatchTimeout bounds the time one batch may take to process, and one
+// commit of a task; a batch that takes longer fails Run with a
+// *BatchTimeoutError (flechtwerk.ErrBatchTimeout) naming its task, and
+// nothing of the task's open transaction is committed. Run does not wait for a transform that ignores its ctx: that
 // goroutine is abandoned, its results are discarded, and it may run on
 // until the process exits. Default 30s. Rebalances wait for the in-flight
 // batch, so keep it below the group's rebalance timeout (60s by default).

@@ -14,8 +14,8 @@ import (
 
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/internal/config"
-	"github.com/flechtwerk/flechtwerk/internal/txn"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
+	"github.com/flechtwerk/flechtwerk/internal/txn"
 	"github.com/flechtwerk/flechtwerk/store"
 )
 
