@@ -30,15 +30,19 @@
 //     (package store, Pebble) and rebuilds it from partition N of the
 //     changelog topic {application id}-changelog (package changelog,
 //     reading to the last stable offset with internal/lso).
-//  3. The main loop polls a batch; task.Process runs the batch semantics
+//  3. The main loop polls and queues each partition's records at its
+//     task's worker; task.Process runs the batch semantics
 //     once (internal/batch: input-topic then offset order, buckets by state
 //     key run concurrently, one key serially with its state threaded
-//     through, last write per key) calling the user's transform.
-//  4. task.Commit hands outputs, changelog writes and the next offsets to
-//     internal/txn, which commits them in one transaction (begin, produce
-//     with every result checked, AddOffsetsToTxn + TxnOffsetCommit, end;
-//     abort on any failure); only then is the store updated. A batch that
-//     wrote nothing commits its offsets through the group member.
+//     through, last write per key) calling the user's transform, reading
+//     state from the open transaction's overlay, else the store.
+//  4. task.Add joins the batch to the task's open transaction
+//     (internal/txn: outputs produced at once, results checked at the
+//     end; state writes into the overlay); once per CommitInterval
+//     task.CommitOpen adds the changelog records and the offsets
+//     (AddOffsetsToTxn + TxnOffsetCommit) and ends it (abort on any
+//     failure); only then is the store updated. An interval that wrote
+//     nothing commits its offsets through the group member.
 //
 // An extractor (internal/extract): the group over the config topics hands
 // out ownership tokens, one per partition number; token N fences

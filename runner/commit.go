@@ -12,10 +12,12 @@ import (
 // commitDirect commits the offsets of batches that wrote nothing through
 // the group member, checked against its generation (see batch).
 func (rn *run) commitDirect(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
+	rn.commitMu.Lock()
+	defer rn.commitMu.Unlock()
 	var cerr error
 	rn.consumer.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
-			cerr = fmt.Errorf("committing offsets of idle batch: %w", err)
+			cerr = fmt.Errorf("committing offsets of an interval that wrote nothing: %w", err)
 			return
 		}
 		for _, t := range resp.Topics {

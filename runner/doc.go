@@ -8,8 +8,9 @@
 // error. See package extractor for how an extractor runs; the rest of this
 // page is about transformers. The files: runner.go (New, Run, Wake),
 // options.go, transform.go (a transformer's startup), loop.go (the main
-// loop and its batches), rebalance.go (group callbacks), commit.go (offsets
-// of batches that wrote nothing), stores.go (StoreRetention).
+// loop and the per-task workers), rebalance.go (group callbacks),
+// commit.go (offsets of intervals that wrote nothing), stores.go
+// (StoreRetention).
 //
 //	r, err := runner.New(counter,
 //		runner.SeedBrokers("localhost:9092"),
@@ -22,9 +23,16 @@
 // Run joins the consumer group named by the application id with an eager
 // range assignment, so one member holds partition N of every input topic,
 // and builds one task per held partition number (package task). It fetches
-// read_committed, at most MaxPollRecords records per batch, and commits one
-// transaction per task and batch holding the task's outputs, deduplicated
-// state writes and input offsets.
+// read_committed and hands every polled partition's records to its task's
+// worker goroutine, which processes them in batches of at most
+// MaxPollRecords. A task's transaction stays open across batches for
+// CommitInterval (default 100ms): outputs are produced as they are
+// computed, state writes stay in an in-memory overlay (the store only ever
+// holds committed state), and the commit adds the changelog records (the
+// last write per key of the whole transaction) and the input offsets, then
+// applies the overlay to the store. Tasks commit independently; a task
+// whose queue grows beyond a bound has its partitions paused until it
+// drained.
 //
 // # Rebalances
 //
@@ -33,8 +41,9 @@
 // from its changelog partition and resumes its partitions. Partition
 // positions come from the group's committed offsets, which the client reads
 // with require-stable semantics after the fence. On revocation (or loss)
-// the in-flight batch finishes first (rebalances are blocked while a batch
-// runs), then every task is torn down. Errors inside group callbacks end Run.
+// every task finishes its in-flight batch and commits what it processed
+// (records still queued are dropped; the next owner reads them again), then
+// every task is torn down. Errors inside group callbacks end Run.
 //
 // # State directory
 //
@@ -55,8 +64,8 @@
 // the task now), a store still held by another process (store.ErrLocked),
 // the loss of the group session, or a broker error (a
 // produce error names the record's topic and partition). The failed task's
-// transaction is aborted, nothing of its batch is visible, and its offsets
-// did not move; before Run returns, every task's producer aborts its open
+// transaction is aborted, nothing of it (every batch since the task's last
+// commit) is visible, and its offsets did not move; before Run returns, every task's producer aborts its open
 // transaction, if any, and is closed. Restarting the process replays from
 // the last committed offset. There is no retry inside Run: let it crash,
 // and let the orchestrator restart it.
@@ -68,7 +77,8 @@
 //
 // # Stopping
 //
-// Canceling Run's context stops it gracefully: the in-flight batch commits
-// (bounded by BatchTimeout), producers and stores are closed, the member
+// Canceling Run's context stops it gracefully: every task finishes its
+// in-flight batch and commits what it processed (each bounded by
+// BatchTimeout), producers and stores are closed, the member
 // leaves the group, and Run returns nil.
 package runner

@@ -13,13 +13,12 @@ import (
 )
 
 // BatchTimeoutError ends Run when a batch did not finish within
-// BatchTimeout, typically because a transform ignores its ctx. The tasks it
-// names were still transforming at the deadline and never began a
-// transaction for the batch (a task already committing is waited for, a
-// commit being bounded by the deadline and its abort), so nothing of their
-// batch is visible and their offsets did not advance; the records are
-// redelivered when the tasks run again. Other tasks of the batch may have
-// committed theirs. errors.Is(err, flechtwerk.ErrBatchTimeout) holds.
+// BatchTimeout, typically because a transform ignores its ctx. The task it
+// names was still transforming at the deadline; its open transaction (the
+// batch and the batches before it since the task's last commit) is aborted,
+// so nothing of it is visible and its offsets did not advance; the records
+// are redelivered when the task runs again. Other tasks may have committed
+// theirs. errors.Is(err, flechtwerk.ErrBatchTimeout) holds.
 //
 // Run does not wait for the goroutines still running the transform: they
 // are abandoned. Their results are discarded (the closed task refuses to
@@ -31,8 +30,8 @@ type BatchTimeoutError struct {
 	Partitions []int32
 	// Timeout is the BatchTimeout that passed.
 	Timeout time.Duration
-	// FirstOffsets are the first offset of the unfinished batch per task
-	// and input topic.
+	// FirstOffsets are the first offset not committed per task and input
+	// topic: where the aborted transaction began.
 	FirstOffsets map[int32]map[string]int64
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -13,10 +12,11 @@ import (
 	"github.com/flechtwerk/flechtwerk/task"
 )
 
-// loop polls and runs batches until ctx is canceled, the client closes or
-// an error (of a batch, a poll, or a group callback) ends it.
+// loop polls and hands every partition's records to its task's worker
+// until ctx is canceled, the client closes or an error (of a worker, a
+// poll, or a group callback) ends it. It never waits for a task's
+// processing or commit.
 func (rn *run) loop(ctx context.Context) error {
-	c := &rn.r.cfg
 	for {
 		if err := rn.fatalErr(); err != nil {
 			return err
@@ -37,11 +37,14 @@ func (rn *run) loop(ctx context.Context) error {
 			case <-stop:
 			}
 		}()
-		fetches := rn.consumer.PollRecords(pollCtx, c.MaxPollRecords)
+		// Every buffered partition at once: a capped poll drains one
+		// partition's fetch first, which would feed one task at a time.
+		fetches := rn.consumer.PollFetches(pollCtx)
 		close(stop)
 		cancel()
 
 		if fetches.IsClientClosed() {
+			rn.consumer.AllowRebalance()
 			return nil
 		}
 		var ferr error
@@ -57,12 +60,7 @@ func (rn *run) loop(ctx context.Context) error {
 			rn.consumer.AllowRebalance()
 			return ferr
 		}
-		recs := fetches.Records()
-		if len(recs) == 0 {
-			rn.consumer.AllowRebalance()
-			continue
-		}
-		err := rn.batch(ctx, recs)
+		err := rn.distribute(fetches)
 		rn.consumer.AllowRebalance()
 		if err != nil {
 			return err
@@ -70,175 +68,271 @@ func (rn *run) loop(ctx context.Context) error {
 	}
 }
 
-// batch processes and commits one poll's records, one transaction per task.
-func (rn *run) batch(ctx context.Context, recs []*kgo.Record) error {
-	c := &rn.r.cfg
+// distribute queues each partition's records at its task's worker.
+func (rn *run) distribute(fetches kgo.Fetches) error {
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
-
-	byTask := map[int32][]*kgo.Record{}
-	for _, rec := range recs {
-		if _, ok := rn.tasks[rec.Partition]; !ok {
-			// Cannot happen with eager range assignment and rebalances
-			// blocked while a batch runs; a record here would be
-			// silently skipped, so stop instead.
-			return fmt.Errorf("runner: fetched topic %s partition %d offset %d, which no running task owns", rec.Topic, rec.Partition, rec.Offset)
+	var err error
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		if err != nil || len(p.Records) == 0 {
+			return
 		}
-		byTask[rec.Partition] = append(byTask[rec.Partition], rec)
-	}
-	// The batch finishes even when ctx is canceled (graceful stop); it is
-	// bounded by BatchTimeout.
-	deadline := time.Now().Add(c.BatchTimeout)
-	bctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-	defer cancel()
+		w := rn.workers[p.Partition]
+		if w == nil {
+			// Cannot happen with eager range assignment and rebalances
+			// blocked while records are handed out; a record here
+			// would be silently skipped, so stop instead.
+			r := p.Records[0]
+			err = fmt.Errorf("runner: fetched topic %s partition %d offset %d, which no running task owns", r.Topic, r.Partition, r.Offset)
+			return
+		}
+		w.push(p.Records)
+	})
+	return err
+}
 
+// worker runs one task's batches and commits, on its own goroutine: it
+// takes queued records in chunks of at most MaxPollRecords, adds each
+// processed chunk to the task's open transaction, and commits it when the
+// commit interval passed, a bound is reached, or it is told to stop.
+type worker struct {
+	rn *run
+	t  *task.Task
+
+	mu     sync.Mutex
+	queue  []*kgo.Record
+	qbytes int64
+	paused bool
+	signal chan struct{} // a record was queued
+	stop   chan struct{} // closed: commit what was processed and exit
+	done   chan struct{} // closed when the worker exited
+
+	stopOnce sync.Once
+	// first is the first offset per input topic of what the task
+	// processed and did not commit (for BatchTimeoutError).
+	first map[string]int64
+}
+
+func (rn *run) startWorker(t *task.Task) *worker {
+	w := &worker{
+		rn:     rn,
+		t:      t,
+		signal: make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+	}
+	go w.run()
+	return w
+}
+
+// The queue of a task is bounded: beyond queueRecords records or
+// queueBytes bytes its partitions are paused (their buffered records are
+// fetched again after the resume), and resumed below half of both.
+func (w *worker) queueRecords() int { return max(4*w.rn.r.cfg.MaxPollRecords, 2000) }
+
+const queueBytes = 16 << 20
+
+// push queues recs (of the main loop; never blocks on the worker).
+func (w *worker) push(recs []*kgo.Record) {
+	w.mu.Lock()
+	w.queue = append(w.queue, recs...)
+	for _, r := range recs {
+		w.qbytes += int64(len(r.Key) + len(r.Value))
+	}
+	if !w.paused && (len(w.queue) > w.queueRecords() || w.qbytes > queueBytes) {
+		w.paused = true
+		w.rn.consumer.PauseFetchPartitions(w.rn.topicPartitions(w.t.Partition()))
+	}
+	w.mu.Unlock()
+	select {
+	case w.signal <- struct{}{}:
+	default:
+	}
+}
+
+// take removes up to n queued records.
+func (w *worker) take(n int) []*kgo.Record {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n = min(n, len(w.queue))
+	if n == 0 {
+		return nil
+	}
+	recs := w.queue[:n:n]
+	w.queue = w.queue[n:]
+	for _, r := range recs {
+		w.qbytes -= int64(len(r.Key) + len(r.Value))
+	}
+	if len(w.queue) == 0 {
+		w.queue = nil
+	}
+	if w.paused && len(w.queue) <= w.queueRecords()/2 && w.qbytes <= queueBytes/2 {
+		w.paused = false
+		w.rn.consumer.ResumeFetchPartitions(w.rn.topicPartitions(w.t.Partition()))
+	}
+	return recs
+}
+
+// requestStop tells the worker to commit what it processed and exit; it
+// takes no more records. Queued records are dropped: their offsets were
+// never committed, and the next owner processes them.
+func (w *worker) requestStop() { w.stopOnce.Do(func() { close(w.stop) }) }
+
+func (w *worker) run() {
+	defer close(w.done)
+	if err := w.work(); err != nil {
+		w.rn.setFatal(err)
+	}
+}
+
+func (w *worker) stopping() bool {
+	select {
+	case <-w.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *worker) work() error {
+	c := &w.rn.r.cfg
+	for {
+		if w.rn.fatalErr() != nil {
+			return nil // Run ends; the task is closed, its transaction aborted
+		}
+		if w.stopping() {
+			return w.commit()
+		}
+		p := w.t.Pending()
+		if p.Offsets != nil {
+			due := p.Since.Add(c.CommitInterval)
+			if p.Txn {
+				// Commit before the broker's transaction timeout could
+				// abort the transaction under a chunk and its commit.
+				if late := p.Began.Add(c.TransactionTimeout - c.BatchTimeout); late.Before(due) {
+					due = late
+				}
+			}
+			if !time.Now().Before(due) || (p.Txn && (p.Records >= c.CommitMaxRecords || p.Bytes >= c.CommitMaxBytes)) {
+				if err := w.commit(); err != nil {
+					return err
+				}
+				continue
+			}
+			recs := w.take(c.MaxPollRecords)
+			if len(recs) == 0 {
+				timer := time.NewTimer(time.Until(due))
+				select {
+				case <-w.signal:
+				case <-w.stop:
+				case <-timer.C:
+				}
+				timer.Stop()
+				continue
+			}
+			if err := w.process(recs); err != nil {
+				return err
+			}
+			continue
+		}
+		recs := w.take(c.MaxPollRecords)
+		if len(recs) == 0 {
+			select {
+			case <-w.signal:
+			case <-w.stop:
+			}
+			continue
+		}
+		if err := w.process(recs); err != nil {
+			return err
+		}
+	}
+}
+
+// process runs one chunk, bounded by BatchTimeout, and adds it to the
+// task's open transaction. A transform that outlives the deadline is
+// abandoned (see BatchTimeout): its goroutine's late result is discarded.
+func (w *worker) process(recs []*kgo.Record) error {
+	c := &w.rn.r.cfg
+	if w.first == nil {
+		w.first = map[string]int64{}
+	}
+	for _, r := range recs {
+		if o, ok := w.first[r.Topic]; !ok || r.Offset < o {
+			w.first[r.Topic] = r.Offset
+		}
+	}
+	// The chunk finishes even when Run's ctx is canceled (graceful stop).
+	ctx, cancel := context.WithTimeout(context.Background(), c.BatchTimeout)
+	defer cancel()
 	type result struct {
-		t   *task.Task
 		b   *task.Batch
 		err error
 	}
-	// Buffered for every task: a goroutine abandoned at the deadline
-	// sends its late result here and exits without a reader.
-	results := make(chan result, len(byTask))
-	// A task enters its commit only while the batch is not abandoned;
-	// once it did, the batch waits for it (a commit is bounded by the
-	// deadline and its abort), so a task named in a BatchTimeoutError
-	// never committed anything of the batch.
-	var (
-		phaseMu    sync.Mutex
-		abandoned  bool
-		committing = make(map[int32]bool, len(byTask))
-	)
-	for n, trecs := range byTask {
-		t := rn.tasks[n]
-		go func() {
-			b, err := t.Process(bctx, trecs, rn.sem)
-			if err == nil && !b.Empty() {
-				phaseMu.Lock()
-				if abandoned {
-					phaseMu.Unlock()
-					return // discarded; the result is nobody's
-				}
-				committing[n] = true
-				phaseMu.Unlock()
-				err = t.Commit(bctx, b)
-			}
-			results <- result{t, b, err}
-		}()
-	}
-	timer := time.NewTimer(time.Until(deadline))
-	defer timer.Stop()
-	reported := make(map[int32]bool, len(byTask))
-	var (
-		timedOut []int32
-		got      []result
-	)
-	take := func(res result) {
-		n := res.t.Partition()
-		reported[n] = true
-		phaseMu.Lock()
-		inCommit := committing[n]
-		phaseMu.Unlock()
-		if !inCommit && res.err != nil && bctx.Err() != nil && errors.Is(res.err, context.DeadlineExceeded) {
-			timedOut = append(timedOut, n) // the transform honored the deadline
-			return
-		}
-		got = append(got, res)
-	}
-	for len(reported) < len(byTask) {
+	// Buffered: a goroutine abandoned at the deadline sends its late
+	// result here and exits without a reader.
+	res := make(chan result, 1)
+	go func() {
+		b, err := w.t.Process(ctx, recs, w.rn.sem)
+		res <- result{b, err}
+	}()
+	var r result
+	select {
+	case r = <-res:
+	case <-ctx.Done():
+		// A transform that ignores ctx would hold the task (and so every
+		// rebalance) forever: stop waiting for it.
 		select {
-		case res := <-results:
-			take(res)
-			continue
-		case <-timer.C:
-		}
-		// A transform that ignores ctx would hold the batch lock (and
-		// so every rebalance) forever: stop waiting for the tasks still
-		// in Process. Their goroutines are abandoned: they never reach
-		// Commit, and find their tasks closed by the teardown that
-		// follows. See BatchTimeout.
-		phaseMu.Lock()
-		abandoned = true
-		var wait []int32
-		for n := range byTask {
-			switch {
-			case reported[n]:
-			case committing[n]:
-				wait = append(wait, n)
-			default:
-				timedOut = append(timedOut, n)
-			}
-		}
-		phaseMu.Unlock()
-		for !allReported(reported, wait) {
-			res := <-results
-			if n := res.t.Partition(); slices.Contains(wait, n) {
-				take(res)
-			}
-		}
-		break
-	}
-	if len(timedOut) > 0 {
-		slices.Sort(timedOut)
-		first := map[int32]map[string]int64{}
-		for _, n := range timedOut {
-			first[n] = map[string]int64{}
-			for _, rec := range byTask[n] {
-				if o, ok := first[n][rec.Topic]; !ok || rec.Offset < o {
-					first[n][rec.Topic] = rec.Offset
-				}
-			}
-		}
-		// Errors of the other tasks are reported too; no offset is
-		// committed outside a transaction: Run ends here.
-		var errs []error
-		for _, res := range got {
-			if res.err != nil {
-				errs = append(errs, res.err)
-			}
-		}
-		return errors.Join(&BatchTimeoutError{Partitions: timedOut, Timeout: c.BatchTimeout, FirstOffsets: first}, errors.Join(errs...))
-	}
-
-	var (
-		errs  []error
-		empty = map[string]map[int32]kgo.EpochOffset{}
-	)
-	for _, res := range got {
-		if res.err != nil {
-			errs = append(errs, res.err)
-			continue
-		}
-		if res.b.Empty() {
-			for topic, off := range res.b.Offsets {
-				if empty[topic] == nil {
-					empty[topic] = map[int32]kgo.EpochOffset{}
-				}
-				empty[topic][res.t.Partition()] = kgo.EpochOffset{Epoch: -1, Offset: off}
-			}
+		case r = <-res:
+		default:
+			return w.timeout()
 		}
 	}
-	if len(empty) > 0 {
-		// Batches that wrote nothing open no transaction (the client
-		// would never end an offsets-only one); the group member
-		// commits their offsets, checked against its generation. No
-		// transaction of these tasks is open now, and their earlier
-		// transactional commits were appended before this one.
-		if err := rn.commitDirect(bctx, empty); err != nil {
-			errs = append(errs, err)
+	if r.err != nil {
+		if ctx.Err() != nil && errors.Is(r.err, context.DeadlineExceeded) {
+			return w.timeout() // the transform honored the deadline
 		}
+		return fmt.Errorf("runner: %w", r.err)
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := w.t.Add(r.b); err != nil {
 		return fmt.Errorf("runner: %w", err)
 	}
 	return nil
 }
 
-func allReported(reported map[int32]bool, ns []int32) bool {
-	for _, n := range ns {
-		if !reported[n] {
-			return false
-		}
+func (w *worker) timeout() error {
+	n := w.t.Partition()
+	return &BatchTimeoutError{Partitions: []int32{n}, Timeout: w.rn.r.cfg.BatchTimeout, FirstOffsets: map[int32]map[string]int64{n: w.first}}
+}
+
+// commit commits what the task processed: its open transaction, or, when
+// it wrote nothing, its offsets through the group member.
+func (w *worker) commit() error {
+	p := w.t.Pending()
+	if p.Offsets == nil {
+		return nil
 	}
-	return true
+	ctx, cancel := context.WithTimeout(context.Background(), w.rn.r.cfg.BatchTimeout)
+	defer cancel()
+	if p.Txn {
+		if err := w.t.CommitOpen(ctx); err != nil {
+			return fmt.Errorf("runner: %w", err)
+		}
+		w.first = nil
+		return nil
+	}
+	// A task that wrote nothing opens no transaction (the client would
+	// never end an offsets-only one); the group member commits its
+	// offsets, checked against its generation. No transaction of the task
+	// is open now, and its earlier transactional commits ended before.
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for topic, off := range p.Offsets {
+		offsets[topic] = map[int32]kgo.EpochOffset{w.t.Partition(): {Epoch: -1, Offset: off}}
+	}
+	if err := w.rn.commitDirect(ctx, offsets); err != nil {
+		return fmt.Errorf("runner: task %d: %w", w.t.Partition(), err)
+	}
+	w.t.OffsetsCommitted()
+	w.first = nil
+	return nil
 }

@@ -80,16 +80,45 @@ func TransactionTimeout(d time.Duration) Opt {
 	return opt(func(c *config.Options) { c.TransactionTimeout = d })
 }
 
-// BatchTimeout bounds the time one batch may take, transform through
-// commit; a batch that takes longer fails Run with a *BatchTimeoutError
-// (flechtwerk.ErrBatchTimeout) naming its tasks, and nothing of it is
-// committed. Run does not wait for a transform that ignores its ctx: that
+// BatchTimeout bounds the time one batch may take to process, and one
+// commit of a task; a batch that takes longer fails Run with a
+// *BatchTimeoutError (flechtwerk.ErrBatchTimeout) naming its task, and
+// nothing of the task's open transaction is committed. Run does not wait for a transform that ignores its ctx: that
 // goroutine is abandoned, its results are discarded, and it may run on
 // until the process exits. Default 30s. Rebalances wait for the in-flight
 // batch, so keep it below the group's rebalance timeout (60s by default).
 // Transformer only.
 func BatchTimeout(d time.Duration) Opt {
 	return only(config.Transformer, "BatchTimeout", func(c *config.Options) { c.BatchTimeout = d })
+}
+
+// CommitInterval sets how long a task's transaction stays open: every
+// record the task processes within the interval, across polls, joins it,
+// and the transaction commits when the interval since its first record
+// passed (Kafka Streams' commit.interval.ms under exactly-once). It also
+// commits early when CommitMaxRecords or CommitMaxBytes is reached or its
+// age nears TransactionTimeout, before a revocation and on a graceful stop.
+// Changelog writes are deduplicated over the whole transaction. Offsets of
+// an interval that wrote nothing commit once per interval through the group
+// member. A longer interval gives fewer, larger transactions (throughput);
+// a shorter one less latency to read_committed readers. It must be below
+// TransactionTimeout. Default 100ms. Transformer only.
+func CommitInterval(d time.Duration) Opt {
+	return only(config.Transformer, "CommitInterval", func(c *config.Options) { c.CommitInterval = d })
+}
+
+// CommitMaxRecords commits a task's transaction early once it holds this
+// many input records. Default 100000. Transformer only.
+func CommitMaxRecords(n int) Opt {
+	return only(config.Transformer, "CommitMaxRecords", func(c *config.Options) { c.CommitMaxRecords = n })
+}
+
+// CommitMaxBytes commits a task's transaction early once its outputs and
+// its state writes (keys and values, the last write per key) reach this
+// many bytes; it bounds the memory of the in-memory state overlay too.
+// Default 64 MiB. Transformer only.
+func CommitMaxBytes(n int64) Opt {
+	return only(config.Transformer, "CommitMaxBytes", func(c *config.Options) { c.CommitMaxBytes = n })
 }
 
 // Concurrency bounds how many state-key buckets run their transforms at the

@@ -62,6 +62,7 @@ func (rn *run) initPending(ctx context.Context) error {
 		}
 		delete(rn.pending, n)
 		rn.tasks[n] = t
+		rn.workers[n] = rn.startWorker(t)
 		ready = append(ready, n)
 		rn.r.cfg.Logger.Info("task running", "partition", n)
 	}
@@ -147,8 +148,9 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 	rn.poke()
 }
 
-// onRevoked tears every task down, after the in-flight batch (rebalances are
-// blocked while one runs) and after cutting a restore short.
+// onRevoked tears every task down after it committed what it processed
+// (the main loop never holds a poll's records while it runs: rebalances are
+// blocked until they are handed out), and after cutting a restore short.
 func (rn *run) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	rn.rmu.Lock()
 	rn.revoking = true
@@ -165,9 +167,21 @@ func (rn *run) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]
 	rn.r.cfg.Logger.Info("partitions revoked", "revoked", revoked)
 }
 
+// teardown stops every worker and waits for it: unless Run is failing, each
+// commits what its task processed (its queued records are dropped; their
+// offsets were never committed). Then it closes every task, aborting what
+// is still open. A worker's wait is bounded: a chunk by BatchTimeout (a
+// stuck transform is abandoned), a commit by BatchTimeout and its abort.
 func (rn *run) teardown() {
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
+	for _, w := range rn.workers {
+		w.requestStop()
+	}
+	for n, w := range rn.workers {
+		<-w.done
+		delete(rn.workers, n)
+	}
 	var errs []error
 	for n, t := range rn.tasks {
 		errs = append(errs, t.Close())

@@ -3,7 +3,9 @@ package runner
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -57,12 +59,15 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 		partitions: partitions,
 		tasks:      map[int32]*task.Task{},
 		pending:    map[int32]*task.Task{},
+		workers:    map[int32]*worker{},
 		sem:        make(chan struct{}, c.Concurrency),
 		wake:       make(chan struct{}, 1),
 	}
 	// The user's consumer options come first: the delivery settings
 	// come last and win (group.Opts).
-	consumerOpts := group.Opts(base, c.ConsumerOpts, group.Member{
+	// A paused task's partitions resume only after the fetch in flight;
+	// a short fetch wait keeps that short. The user's options win.
+	consumerOpts := group.Opts(append(slices.Clone(base), kgo.FetchMaxWait(100*time.Millisecond)), c.ConsumerOpts, group.Member{
 		Group:          c.Group(),
 		Topics:         c.InputTopics,
 		SessionTimeout: c.SessionTimeout,
@@ -84,8 +89,13 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 	rn.consumer = consumer
 
 	runErr := rn.loop(ctx)
-	// Leave the group (this runs onRevoked, which tears the tasks down),
-	// then make sure nothing is left open.
+	if runErr != nil {
+		// The workers see it and stop without committing.
+		rn.fatal.Set(runErr)
+	}
+	// Leave the group (this runs onRevoked, which commits what the tasks
+	// processed, unless Run fails, and tears them down), then make sure
+	// nothing is left open.
 	consumer.Close()
 	rn.teardown()
 	if runErr != nil {
@@ -105,11 +115,15 @@ type run struct {
 	partitions int32
 	sem        chan struct{}
 
-	// mu is the batch lock: it guards tasks and pending, and is held while
-	// a batch runs and while a task restores.
+	// mu guards tasks, pending and workers; it is held while records are
+	// handed out, while a task restores and while the tasks are torn down.
 	mu      sync.Mutex
 	tasks   map[int32]*task.Task // restored and fetching
 	pending map[int32]*task.Task // fenced, waiting for restore
+	workers map[int32]*worker    // of tasks
+
+	// commitMu serializes the group member's offset commits.
+	commitMu sync.Mutex
 
 	// rmu guards revoking and cancelRestore, so that a revocation can cut a
 	// restore short instead of waiting for it under mu.

@@ -53,12 +53,16 @@ func (t *Task) Process(ctx context.Context, recs []*kgo.Record, sem chan struct{
 	return &Batch{outputs: res.Outputs, writes: res.Writes, Offsets: res.Offsets, Records: res.Records}, nil
 }
 
-// get reads key from the store, unless the task is closed.
+// get reads key from the open transaction's overlay, else from the store
+// (committed state), unless the task is closed.
 func (t *Task) get(key []byte) ([]byte, bool, error) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if t.closed {
 		return nil, false, ErrClosed
+	}
+	if v, found, ok := t.overlayGet(key); ok {
+		return v, found, nil
 	}
 	return t.store.Get(key)
 }

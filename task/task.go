@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -51,6 +52,12 @@ type Task struct {
 	// task closed and touches neither.
 	mu     sync.RWMutex
 	closed bool
+
+	// open is what was processed and not committed; only the goroutine
+	// that runs the task's batches touches it (and reads it, from the
+	// buckets of a batch, while no batch is added or committed).
+	open    open
+	commits atomic.Int64
 }
 
 // ErrClosed is returned by Commit (and by Process for a store read) after
@@ -61,7 +68,11 @@ var ErrClosed = errors.New("task: closed")
 // Start creates the task's transactional producer and fences every previous
 // owner of its transactional ID (step 1). It opens no store yet.
 func Start(ctx context.Context, cfg Config, proc stage.Transformer) (*Task, error) {
-	p, err := txn.Open(ctx, config.TransactionalID(cfg.ApplicationID, cfg.Partition), cfg.TransactionTimeout, cfg.Changelog, cfg.KafkaOpts...)
+	// Records go out as soon as they are computed; they batch up behind
+	// the one request in flight per broker anyway. The user's options
+	// come after and win.
+	opts := append([]kgo.Opt{kgo.ProducerLinger(0)}, cfg.KafkaOpts...)
+	p, err := txn.Open(ctx, config.TransactionalID(cfg.ApplicationID, cfg.Partition), cfg.TransactionTimeout, cfg.Changelog, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("task %d: %w", cfg.Partition, err)
 	}
@@ -117,6 +128,7 @@ func (t *Task) Close() error {
 	}
 	t.closed = true
 	var errs []error
+	t.open = open{} // an open transaction is aborted below
 	if t.producer != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), txn.AbortTimeout)
 		// A no-op when no transaction is open.
@@ -175,6 +187,7 @@ func (t *Task) Commit(ctx context.Context, b *Batch) error {
 		// rebuilt from the changelog on restart either way.
 		return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
 	}
+	t.commits.Add(1)
 	t.cfg.Logger.Debug("transaction committed", "partition", t.cfg.Partition,
 		"records", b.Records, "outputs", len(b.outputs), "state_writes", len(b.writes),
 		"produce", tm.Produce, "offsets", tm.Offsets, "total", tm.Total)

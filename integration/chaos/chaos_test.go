@@ -39,6 +39,33 @@ func TestChaosExactlyOnce(t *testing.T) {
 	require.Empty(t, h.stopFailures, "graceful stops under chaos end cleanly")
 }
 
+// TestChaosLongCommitInterval runs the chaos suite with a 1s commit
+// interval: a task's transaction spans many polls, so kills, zombies and
+// stops land while it holds records of several polls (and state only in
+// its overlay).
+func TestChaosLongCommitInterval(t *testing.T) {
+	cfg := loadConfig(t, "sequencer")
+	cfg.records = min(cfg.records, 12000)
+	cfg.extra = append([]string{"-commit-interval", "1s"}, cfg.extra...)
+	h := newHarness(t, cfg)
+	res := h.run()
+	line := summary(h, res)
+	t.Log(line)
+	fmt.Println(line)
+
+	for _, p := range res.problems {
+		t.Errorf("chaos: %s", p)
+	}
+	require.Zero(t, res.duplicates, "duplicates")
+	require.Zero(t, res.gaps, "gaps")
+	require.True(t, res.seqExact, "every key's seq runs exactly 1..count")
+	require.True(t, res.stateExact, "restored state equals the counts")
+	require.True(t, res.offsetsExact, "committed offsets equal the input end offsets")
+	require.GreaterOrEqual(t, int(h.fleet.kills.Load()), cfg.kills, "kills that landed")
+	require.Len(t, h.zombieNotes, cfg.zombies, "zombies")
+	require.Empty(t, h.stopFailures, "graceful stops under chaos end cleanly")
+}
+
 // TestChaosCatchesNaive runs the same harness over ./naive, a processor
 // that produces without transactions and commits its offsets afterwards
 // (300ms later). Kills in that window must show up as duplicates: a harness

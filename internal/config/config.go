@@ -55,6 +55,12 @@ type Options struct {
 	InputTopics    []string
 	MaxPollRecords int
 	BatchTimeout   time.Duration
+	// CommitInterval, CommitMaxRecords and CommitMaxBytes bound a task's
+	// open transaction: its age, its input records, the bytes of its
+	// outputs and state writes.
+	CommitInterval   time.Duration
+	CommitMaxRecords int
+	CommitMaxBytes   int64
 
 	// Extractor only.
 	ConfigTopics []string
@@ -79,6 +85,9 @@ func Defaults(kind Kind) Options {
 		StoreRetention:     24 * time.Hour,
 		MaxPollRecords:     500,
 		BatchTimeout:       30 * time.Second,
+		CommitInterval:     100 * time.Millisecond,
+		CommitMaxRecords:   100_000,
+		CommitMaxBytes:     64 << 20,
 		PageTimeout:        30 * time.Second,
 	}
 	if kind == Extractor {
@@ -144,6 +153,18 @@ func (o *Options) Validate(kind Kind, stateful bool) error {
 		if o.TransactionTimeout <= o.BatchTimeout {
 			bad(flechtwerk.CodeTransactionTimeout, "TransactionTimeout",
 				"transaction timeout %v must exceed the batch timeout %v, or a slow batch's transaction is aborted under it", o.TransactionTimeout, o.BatchTimeout)
+		}
+		if o.CommitInterval <= 0 {
+			bad(flechtwerk.CodeInvalidOption, "CommitInterval", "must be positive, is %v", o.CommitInterval)
+		} else if o.CommitInterval >= o.TransactionTimeout {
+			bad(flechtwerk.CodeTransactionTimeout, "TransactionTimeout",
+				"transaction timeout %v must exceed the commit interval %v, or every open transaction is aborted under it", o.TransactionTimeout, o.CommitInterval)
+		}
+		if o.CommitMaxRecords <= 0 {
+			bad(flechtwerk.CodeInvalidOption, "CommitMaxRecords", "must be positive, is %d", o.CommitMaxRecords)
+		}
+		if o.CommitMaxBytes <= 0 {
+			bad(flechtwerk.CodeInvalidOption, "CommitMaxBytes", "must be positive, is %d", o.CommitMaxBytes)
 		}
 		if stateful && o.StateDir == "" {
 			bad(flechtwerk.CodeInvalidOption, "StateDir", "a stateful transformer needs a state directory")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -269,4 +270,109 @@ func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
 		return manual.ForTopic(topic)
 	}
 	return hashed.ForTopic(topic)
+}
+
+// Txn is an open transaction of a Producer that spans several calls: its
+// records are produced asynchronously as they come (Send), and End checks
+// the result of every one of them before it commits. A Producer runs one
+// Txn at a time, and no Commit while one is open; the caller serializes
+// Send and End.
+type Txn struct {
+	p      *Producer
+	ctx    context.Context
+	cancel context.CancelFunc
+	sent   int
+
+	mu     sync.Mutex
+	failed int
+	first  *kgo.Record
+	err    error
+}
+
+// Begin opens a transaction.
+func (p *Producer) Begin() (*Txn, error) {
+	if err := p.cl.BeginTransaction(); err != nil {
+		return nil, fmt.Errorf("begin transaction: %w", fencing.Classify(p.id, err))
+	}
+	// Records are failed when the context of their Produce ends before
+	// they are sent: the transaction's context ends only with it.
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Txn{p: p, ctx: ctx, cancel: cancel}, nil
+}
+
+// Send produces rec into the transaction without waiting for its result.
+// It blocks while the producer's buffer is full.
+func (x *Txn) Send(rec *kgo.Record) {
+	x.sent++
+	x.p.cl.Produce(x.ctx, rec, x.promise)
+}
+
+func (x *Txn) promise(r *kgo.Record, err error) {
+	if err == nil {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.failed++
+	if x.first == nil {
+		x.first, x.err = r, err
+	}
+}
+
+// Sent returns how many records were sent into the transaction.
+func (x *Txn) Sent() int { return x.sent }
+
+// End commits the transaction with offsets (nil: none): it waits for every
+// record sent (the offsets join the transaction meanwhile), checks all
+// their results, and ends the transaction. On any failure the transaction
+// is aborted with its own time (AbortTimeout); the error is classified
+// like Commit's. ctx bounds the end; the caller decides whether it may be
+// canceled. The Txn is done after End, whatever it returns.
+func (x *Txn) End(ctx context.Context, offsets *Offsets) (Timing, error) {
+	defer x.cancel()
+	var tm Timing
+	began := time.Now()
+	p := x.p
+	offsetsErr := make(chan error, 1)
+	if offsets != nil {
+		go func() {
+			err := p.sendOffsets(ctx, offsets)
+			tm.Offsets = time.Since(began)
+			offsetsErr <- err
+		}()
+	} else {
+		offsetsErr <- nil
+	}
+	flushErr := p.cl.Flush(ctx)
+	tm.Produce = time.Since(began)
+	offErr := <-offsetsErr
+	x.mu.Lock()
+	first, ferr, failed := x.first, x.err, x.failed
+	x.mu.Unlock()
+	if first != nil {
+		where := fmt.Sprintf("topic %s partition %d", first.Topic, first.Partition)
+		if first.Partition < 0 {
+			where = fmt.Sprintf("topic %s (no partition assigned)", first.Topic)
+		}
+		err := fmt.Errorf("produce to %s failed (%d of %d records of the transaction failed): %w", where, failed, x.sent, ferr)
+		return tm, p.abort(ctx, fencing.Classify(p.id, err))
+	}
+	if flushErr != nil {
+		return tm, p.abort(ctx, fmt.Errorf("flushing the transaction's records: %w", flushErr))
+	}
+	if offErr != nil {
+		return tm, p.abort(ctx, fmt.Errorf("offsets to transaction: %w", fencing.Classify(p.id, offErr)))
+	}
+	if err := p.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return tm, p.abort(ctx, fmt.Errorf("commit: %w", fencing.ClassifyCommit(p.id, err)))
+	}
+	tm.Total = time.Since(began)
+	return tm, nil
+}
+
+// Abort aborts the transaction (see Producer.Abort). The Txn is done after
+// it.
+func (x *Txn) Abort(ctx context.Context) error {
+	defer x.cancel()
+	return x.p.Abort(ctx)
 }

@@ -237,16 +237,9 @@ func sessionLoop(stats *reqStats) processor {
 	}}
 }
 
-// errNoCommitInterval: the runner has no CommitInterval option yet.
-var errNoCommitInterval = errors.New("n/a (no CommitInterval option yet)")
-
 // commitInterval returns the runner option that sets the commit interval.
-// When runner.CommitInterval exists, this becomes:
-//
-//	return runner.CommitInterval(d), nil
 func commitInterval(d time.Duration) (runner.Opt, error) {
-	_ = d
-	return nil, errNoCommitInterval
+	return runner.CommitInterval(d), nil
 }
 
 // runnerProc is row (c): runner.Run over a stateful per-key counter

@@ -50,6 +50,7 @@ func main() {
 		maxPoll        = flag.Int("max-poll", 500, "max records per batch")
 		txnTimeout     = flag.Duration("txn-timeout", 60*time.Second, "transaction timeout")
 		batchTimeout   = flag.Duration("batch-timeout", 30*time.Second, "batch timeout")
+		commitInterval = flag.Duration("commit-interval", 0, "commit interval (0: the runner's default)")
 		work           = flag.Duration("work", 0, "simulated work per record (widens the mid-batch window)")
 		logLevel       = flag.String("log-level", "info", "debug, info, warn or error")
 	)
@@ -89,6 +90,9 @@ func main() {
 		runner.TransactionTimeout(*txnTimeout),
 		runner.BatchTimeout(*batchTimeout),
 		runner.WithLogger(log),
+	}
+	if *commitInterval > 0 {
+		opts = append(opts, runner.CommitInterval(*commitInterval))
 	}
 	if *stateDir != "" {
 		opts = append(opts, runner.StateDir(*stateDir))

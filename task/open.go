@@ -1,0 +1,193 @@
+package task
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/flechtwerk/flechtwerk/changelog"
+	"github.com/flechtwerk/flechtwerk/internal/txn"
+	"github.com/flechtwerk/flechtwerk/store"
+)
+
+// open is what a task processed and has not committed yet: the open
+// transaction (nil while every batch since the last commit wrote nothing),
+// the overlay of its state writes and the next offsets.
+type open struct {
+	txn *txn.Txn
+	// overlay holds the open transaction's last write per key; reads of
+	// the task's state see it before the store. It is applied to the store
+	// after the transaction committed and dropped when it aborts.
+	overlay map[string]store.Write
+	// offsets are the next offsets to consume per input topic, of every
+	// batch added since the last commit.
+	offsets map[string]int64
+	since   time.Time // when the first batch since the last commit was added
+	began   time.Time // when the transaction began
+	records int       // input records in the transaction
+	bytes   int64     // bytes of outputs and overlay
+	outputs int
+}
+
+// Add joins a processed batch to what the task has not committed: a
+// non-empty batch opens the transaction when none is open (its outputs go
+// to the producer at once, without waiting for their results, and its
+// state writes to the overlay); an empty one only advances the offsets.
+// See Pending and CommitOpen.
+func (t *Task) Add(b *Batch) error {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed {
+		return fmt.Errorf("task %d: batch not added: %w", t.cfg.Partition, ErrClosed)
+	}
+	o := &t.open
+	if o.offsets == nil {
+		o.offsets = make(map[string]int64, len(b.Offsets))
+	}
+	if len(o.offsets) == 0 && len(b.Offsets) > 0 {
+		o.since = time.Now()
+	}
+	for topic, off := range b.Offsets {
+		if off > o.offsets[topic] {
+			o.offsets[topic] = off
+		}
+	}
+	if b.Empty() {
+		return nil
+	}
+	if o.txn == nil {
+		x, err := t.producer.Begin()
+		if err != nil {
+			return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
+		}
+		o.txn, o.began = x, time.Now()
+		if o.since.IsZero() {
+			o.since = o.began
+		}
+	}
+	o.records += b.Records
+	o.outputs += len(b.outputs)
+	for _, r := range b.outputs {
+		o.bytes += int64(len(r.Key) + len(r.Value))
+		o.txn.Send(r)
+	}
+	if o.overlay == nil && len(b.writes) > 0 {
+		o.overlay = make(map[string]store.Write, len(b.writes))
+	}
+	for _, w := range b.writes {
+		if old, ok := o.overlay[string(w.Key)]; ok {
+			o.bytes -= int64(len(old.Key) + len(old.Value))
+		}
+		o.overlay[string(w.Key)] = w
+		o.bytes += int64(len(w.Key) + len(w.Value))
+	}
+	return nil
+}
+
+// Pending describes what the task has not committed.
+type Pending struct {
+	// Txn says whether a transaction is open; without one, the offsets
+	// (if any) must be committed through the group member.
+	Txn bool
+	// Offsets are the next offsets to consume per input topic; nil when
+	// nothing is pending. The map is the task's: do not modify it.
+	Offsets map[string]int64
+	// Since is when the first batch since the last commit was added.
+	Since time.Time
+	// Began is when the transaction began.
+	Began time.Time
+	// Records, Bytes and StateWrites size the open transaction: its input
+	// records, the bytes of its outputs and of its overlay, and the keys
+	// of its overlay.
+	Records     int
+	Bytes       int64
+	StateWrites int
+}
+
+// Pending returns what the task has not committed.
+func (t *Task) Pending() Pending {
+	o := &t.open
+	p := Pending{Txn: o.txn != nil, Since: o.since, Began: o.began, Records: o.records, Bytes: o.bytes, StateWrites: len(o.overlay)}
+	if len(o.offsets) > 0 {
+		p.Offsets = o.offsets
+	}
+	return p
+}
+
+// OffsetsCommitted tells the task that its pending offsets were committed
+// through the group member (no transaction was open).
+func (t *Task) OffsetsCommitted() {
+	if t.open.txn != nil {
+		return
+	}
+	t.open = open{}
+}
+
+// CommitOpen commits the open transaction: the overlay's changelog records
+// (one per key written in the whole transaction, a delete as a tombstone)
+// join the outputs already sent, every record's result is checked, the
+// offsets join, and the transaction ends; then the overlay is applied to
+// the store in one batch. On error the transaction was aborted (or its
+// outcome is unknown; the broker aborts it when the next owner fences),
+// nothing of it is visible, the overlay is dropped, and the task must not
+// be used again. ctx's deadline bounds the commit (without one, the
+// transaction timeout does); its cancellation does not cut the end off.
+func (t *Task) CommitOpen(ctx context.Context) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(t.cfg.TransactionTimeout)
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed {
+		return fmt.Errorf("task %d: transaction not committed: %w", t.cfg.Partition, ErrClosed)
+	}
+	o := t.open
+	if o.txn == nil {
+		return fmt.Errorf("task %d: no open transaction; commit the offsets through the group member", t.cfg.Partition)
+	}
+	t.open = open{}
+	writes := make([]store.Write, 0, len(o.overlay))
+	for _, w := range o.overlay {
+		writes = append(writes, w)
+		o.txn.Send(changelog.Record(t.cfg.Changelog, t.cfg.Partition, w))
+	}
+	tm, err := o.txn.End(ctx, &txn.Offsets{
+		Group:     t.cfg.ApplicationID,
+		Partition: t.cfg.Partition,
+		Next:      maps.Clone(o.offsets),
+		TopicIDs:  t.cfg.TopicIDs,
+	})
+	if err != nil {
+		return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
+	}
+	t.cfg.Logger.Debug("transaction committed", "partition", t.cfg.Partition,
+		"records", o.records, "outputs", o.outputs, "state_writes", len(writes),
+		"produce", tm.Produce, "offsets", tm.Offsets, "total", tm.Total, "open", time.Since(o.began))
+	t.commits.Add(1)
+	if t.store != nil && len(writes) > 0 {
+		if err := t.store.Apply(writes); err != nil {
+			return fmt.Errorf("task %d: transaction committed but the store update failed (restored from the changelog on restart): %w", t.cfg.Partition, err)
+		}
+	}
+	return nil
+}
+
+// Commits returns how many transactions the task committed (CommitOpen
+// and Commit).
+func (t *Task) Commits() int64 { return t.commits.Load() }
+
+// overlayGet reads key from the open transaction's overlay.
+func (t *Task) overlayGet(key []byte) (value []byte, found, ok bool) {
+	w, ok := t.open.overlay[string(key)]
+	if !ok {
+		return nil, false, false
+	}
+	if w.Delete {
+		return nil, false, true
+	}
+	return append([]byte(nil), w.Value...), true, true
+}
