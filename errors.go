@@ -50,6 +50,11 @@ const (
 	// CodeNoConfigTopics: an extractor or a config table was given no
 	// config topics.
 	CodeNoConfigTopics Code = "NO_CONFIG_TOPICS"
+	// CodeInvalidRecordPolicy: the invalid-record policy contradicts
+	// itself (two different policies given) or is incomplete (a
+	// dead-letter policy without a topic, a substitute policy without a
+	// hook).
+	CodeInvalidRecordPolicy Code = "INVALID_RECORD_POLICY"
 )
 
 // Codes of runtime errors: errors that end Run after processing started.
@@ -64,19 +69,20 @@ const (
 // Sentinels, one per code: errors.Is(err, ErrMissingTopic) is true for every
 // *ConfigError with CodeMissingTopic.
 var (
-	ErrEmptyApplicationID = &ConfigError{Code: CodeEmptyApplicationID}
-	ErrNoBrokers          = &ConfigError{Code: CodeNoBrokers}
-	ErrNoInputTopics      = &ConfigError{Code: CodeNoInputTopics}
-	ErrDuplicateTopic     = &ConfigError{Code: CodeDuplicateTopic}
-	ErrMissingTopic       = &ConfigError{Code: CodeMissingTopic}
-	ErrPartitionMismatch  = &ConfigError{Code: CodePartitionMismatch}
-	ErrChangelogMismatch  = &ConfigError{Code: CodeChangelogMismatch}
-	ErrChangelogMissing   = &ConfigError{Code: CodeChangelogMissing}
-	ErrTransactionTimeout = &ConfigError{Code: CodeTransactionTimeout}
-	ErrInvalidOption      = &ConfigError{Code: CodeInvalidOption}
-	ErrInvalidTransformer = &ConfigError{Code: CodeInvalidTransformer}
-	ErrNoPollInterval     = &ConfigError{Code: CodeNoPollInterval}
-	ErrNoConfigTopics     = &ConfigError{Code: CodeNoConfigTopics}
+	ErrEmptyApplicationID  = &ConfigError{Code: CodeEmptyApplicationID}
+	ErrNoBrokers           = &ConfigError{Code: CodeNoBrokers}
+	ErrNoInputTopics       = &ConfigError{Code: CodeNoInputTopics}
+	ErrDuplicateTopic      = &ConfigError{Code: CodeDuplicateTopic}
+	ErrMissingTopic        = &ConfigError{Code: CodeMissingTopic}
+	ErrPartitionMismatch   = &ConfigError{Code: CodePartitionMismatch}
+	ErrChangelogMismatch   = &ConfigError{Code: CodeChangelogMismatch}
+	ErrChangelogMissing    = &ConfigError{Code: CodeChangelogMissing}
+	ErrTransactionTimeout  = &ConfigError{Code: CodeTransactionTimeout}
+	ErrInvalidOption       = &ConfigError{Code: CodeInvalidOption}
+	ErrInvalidTransformer  = &ConfigError{Code: CodeInvalidTransformer}
+	ErrNoPollInterval      = &ConfigError{Code: CodeNoPollInterval}
+	ErrNoConfigTopics      = &ConfigError{Code: CodeNoConfigTopics}
+	ErrInvalidRecordPolicy = &ConfigError{Code: CodeInvalidRecordPolicy}
 
 	// ErrBatchTimeout matches the error that ends Run when a batch did
 	// not finish within BatchTimeout.

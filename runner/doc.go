@@ -70,6 +70,14 @@
 // the last committed offset. There is no retry inside Run: let it crash,
 // and let the orchestrator restart it.
 //
+// The one exception is an invalid record (*transformer.InvalidRecordError:
+// a value the input codec cannot decode, or a record the transform
+// rejected with transformer.Invalid): the InvalidRecords option chooses
+// Crash (the default: Run ends with that error), Skip (its offset commits
+// with the batch; counted in Stats), Substitute (a hook's value replaces
+// it) or DeadLetter(topic) (the original record and KIP-1034 error headers
+// go to topic in the batch's transaction, exactly once across crashes).
+//
 // Everything Run starts has exited when it returns, with one exception: a
 // transform still running when its batch's BatchTimeout passed is abandoned
 // (Go cannot stop a goroutine). Its results are discarded and it may run on

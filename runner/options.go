@@ -6,7 +6,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flechtwerk/flechtwerk/internal/batch"
 	"github.com/flechtwerk/flechtwerk/internal/config"
+	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
 // Opt configures a Runner. Every option applies to both stage kinds unless
@@ -225,5 +227,63 @@ func TombstonedCursors(p CursorPolicy) Opt {
 			v := int(p)
 			c.BadCursorPolicy = &v
 		}
+	})
+}
+
+// Invalid records.
+
+// InvalidRecordPolicy is what becomes of an invalid record: a value that
+// does not decode with the transformer's input codec, or a record its
+// transform rejected (transformer.Invalid, transformer.ErrInvalidRecord);
+// see InvalidRecords. It is one of Crash, Skip, DeadLetter(topic) and
+// Substitute(hook).
+type InvalidRecordPolicy struct{ p config.InvalidRecords }
+
+var (
+	// Crash ends Run with the record's *transformer.InvalidRecordError:
+	// the task's batch is aborted and its offsets do not advance, so the
+	// record comes back when the process restarts. The default.
+	Crash = InvalidRecordPolicy{config.InvalidRecords{Mode: batch.Crash}}
+	// Skip drops the record: it produces nothing and changes no state,
+	// and its offset commits with the rest of its batch. Skipped records
+	// are counted (Stats) and logged at warn level with their topic,
+	// partition, offset and error. Kafka Streams' LogAndContinue.
+	Skip = InvalidRecordPolicy{config.InvalidRecords{Mode: batch.Skip}}
+)
+
+// DeadLetter sends the record to topic and goes on: the original key,
+// value and headers, plus headers with Kafka Streams' KIP-1034 names that
+// say where it came from and why — __streams.errors.topic, .partition,
+// .offset (decimal), .message (the error), .exception (the Go type of the
+// cause, e.g. *json.SyntaxError), .stacktrace (the chain of causes, and
+// the stack of a panic) — and __flechtwerk.errors.part (key, value or
+// header). The dead-letter record is an output of the record's batch: it
+// commits in the same transaction as the batch's other outputs, state and
+// offsets, so each invalid record lands in topic exactly once, across
+// crashes too. It is partitioned by the record key, like other outputs.
+// topic must exist when Run starts (else Run fails with
+// flechtwerk.CodeMissingTopic) and must not be an input or the changelog.
+func DeadLetter(topic string) InvalidRecordPolicy {
+	return InvalidRecordPolicy{config.InvalidRecords{Mode: batch.DeadLetter, Topic: topic}}
+}
+
+// Substitute runs the record again with the value hook returns in place
+// of the invalid one (key, headers and location unchanged; decoded by the
+// input codec like any value). A key is never substituted: an invalid key
+// (transformer.InvalidKey) ends Run like Crash, and so does an error of
+// hook, a substitute value that is invalid too, or one that changes the
+// record's state key. hook runs concurrently for records of different
+// state keys. Substituted records are counted (Stats) and logged.
+func Substitute(hook func(*transformer.InvalidRecordError) ([]byte, error)) InvalidRecordPolicy {
+	return InvalidRecordPolicy{config.InvalidRecords{Mode: batch.Substitute, Substitute: hook}}
+}
+
+// InvalidRecords sets the policy for invalid records: Crash (the default),
+// Skip, DeadLetter(topic) or Substitute(hook). Give it once: two different
+// policies are an error of New (flechtwerk.CodeInvalidRecordPolicy), as
+// are DeadLetter("") and Substitute(nil). Transformer only.
+func InvalidRecords(p InvalidRecordPolicy) Opt {
+	return only(config.Transformer, "InvalidRecords", func(c *config.Options) {
+		c.InvalidRecords = append(c.InvalidRecords, p.p)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/internal/batch"
 	"github.com/flechtwerk/flechtwerk/internal/config"
 	"github.com/flechtwerk/flechtwerk/internal/extract"
 	"github.com/flechtwerk/flechtwerk/internal/pollstage"
@@ -26,6 +27,7 @@ type Runner struct {
 	kind    config.Kind
 	proc    stage.Transformer // a transformer
 	ex      *extract.Engine   // an extractor
+	policy  *batch.Policy     // a transformer's invalid-record policy
 	started atomic.Bool
 }
 
@@ -78,6 +80,12 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 		return nil, err
 	}
 	r.cfg.EnsureLogger()
+	if r.proc != nil {
+		// The policy travels with the transformer to every task and
+		// batch (internal/batch applies it).
+		r.policy = r.cfg.Policy()
+		r.proc = batch.WithPolicy(r.proc, r.policy)
+	}
 	if x != nil {
 		r.ex = extract.New(&r.cfg, x)
 	}

@@ -35,6 +35,11 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if dl := c.DeadLetterTopic(); dl != "" {
+		if _, _, err := topics.Describe(ctx, adm, "dead-letter", []string{dl}); err != nil {
+			return err
+		}
+	}
 	topicIDs := make(map[string][16]byte, len(infos))
 	for name, info := range infos {
 		topicIDs[name] = info.ID

@@ -24,6 +24,30 @@
 // override it with the StateKey option. Stateless transformers (Stateless)
 // never open a store.
 //
+// # Typed input and invalid records
+//
+// NewTyped and StatelessTyped build a transformer over decoded input
+// values: the InputCodec option is its value Serde (Kafka Streams'
+// Consumed.with), JSON by default, and the transform receives a
+// *TypedRecord[V] whose Value is decoded and whose Record.Value keeps the
+// raw bytes. New and Stateless stay untyped: the transform sees raw bytes.
+//
+//	orders := transformer.StatelessTyped(func(ctx context.Context, rec *transformer.TypedRecord[Order], out *transformer.Outputs) error {
+//		if rec.Value.Amount < 0 {
+//			return transformer.Invalid(fmt.Errorf("negative amount %d", rec.Value.Amount))
+//		}
+//		...
+//	}, transformer.InputCodec(orderCodec))
+//
+// A value that does not decode, or a record the transform rejects with
+// Invalid, InvalidKey, InvalidHeader or an error wrapping ErrInvalidRecord,
+// is an invalid record: an *InvalidRecordError naming its topic,
+// partition, offset, the part that failed and the raw bytes. The runner's
+// policy (runner.InvalidRecords) decides what becomes of it: crash (the
+// default: like any error of a transform), skip, substitute a value, or
+// send it to a dead-letter topic in the batch's transaction. Any other
+// error of a transform always ends Run.
+//
 // # Semantics
 //
 //   - Records of one state key within a batch run serially, in input-topic

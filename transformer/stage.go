@@ -41,13 +41,26 @@ func (a adapter[S]) Prepare(r *kgo.Record) (stage.Input, error) {
 	if a.t.stateKey != nil {
 		key = a.t.stateKey(rec)
 	}
-	return stage.Input{Record: r, Key: key, View: rec}, nil
+	in := stage.Input{Record: r, Key: key, View: rec}
+	if a.t.decode != nil {
+		// A value that does not decode is an *InvalidRecordError; the
+		// input keeps its key so that a policy can still place it.
+		v, err := a.t.decode(rec)
+		if err != nil {
+			return in, err
+		}
+		in.View = v
+	}
+	return in, nil
 }
 
 // Process runs the transform for one prepared record and encodes what it
 // did.
 func (a adapter[S]) Process(ctx context.Context, in stage.Input, state []byte, found bool) (stage.Result, error) {
 	t := a.t
+	if t.decode != nil {
+		return a.processTyped(ctx, in, state, found)
+	}
 	rec, ok := in.View.(*Record)
 	if !ok {
 		return stage.Result{}, fmt.Errorf("transformer: internal error: input view is %T, not prepared by this transformer", in.View)
@@ -59,6 +72,26 @@ func (a adapter[S]) Process(ctx context.Context, in stage.Input, state []byte, f
 		}
 		return stage.Result{Outputs: toKgo(out.outs)}, nil
 	}
+	return a.stateful(in, state, found, func(s S, e *Emitter[S]) error { return t.fn(ctx, rec, s, e) })
+}
+
+// processTyped is Process for a typed transformer: in.View is the record's
+// *TypedRecord.
+func (a adapter[S]) processTyped(ctx context.Context, in stage.Input, state []byte, found bool) (stage.Result, error) {
+	t := a.t
+	if t.typedStateless != nil {
+		var out Outputs
+		if err := t.typedStateless(ctx, in.View, &out); err != nil {
+			return stage.Result{}, err
+		}
+		return stage.Result{Outputs: toKgo(out.outs)}, nil
+	}
+	return a.stateful(in, state, found, func(s S, e *Emitter[S]) error { return t.typed(ctx, in.View, s, e) })
+}
+
+// stateful decodes the state, runs call and encodes what it did.
+func (a adapter[S]) stateful(in stage.Input, state []byte, found bool, call func(S, *Emitter[S]) error) (stage.Result, error) {
+	t := a.t
 	var s S
 	if found {
 		var err error
@@ -67,7 +100,7 @@ func (a adapter[S]) Process(ctx context.Context, in stage.Input, state []byte, f
 		}
 	}
 	e := Emitter[S]{had: found}
-	if err := t.fn(ctx, rec, s, &e); err != nil {
+	if err := call(s, &e); err != nil {
 		return stage.Result{}, err
 	}
 	r := stage.Result{Outputs: toKgo(e.outs), Op: e.op}

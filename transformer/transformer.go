@@ -95,6 +95,12 @@ type Transformer[S any] struct {
 	codec     Codec[S]
 	stateKey  func(*Record) []byte
 	err       error
+
+	// A typed transformer (NewTyped, StatelessTyped): decode makes the
+	// typed view of a record, which typed or typedStateless receives.
+	decode         func(*Record) (any, error)
+	typed          func(ctx context.Context, view any, state S, out *Emitter[S]) error
+	typedStateless func(ctx context.Context, view any, out *Outputs) error
 }
 
 // Opt configures a Transformer.
@@ -102,6 +108,7 @@ type Opt interface{ apply(*cfg) }
 
 type cfg struct {
 	codec    any
+	input    any
 	stateKey func(*Record) []byte
 }
 
@@ -125,17 +132,44 @@ func StateCodec[S any](c Codec[S]) Opt {
 	return optFunc(func(cf *cfg) { cf.codec = c })
 }
 
-// New returns a stateful transformer over state type S. Every problem found
-// (a nil function, a codec of another state type) is reported by Validate,
-// joined with errors.Join.
+// New returns a stateful transformer over state type S whose transform
+// sees raw input records (for decoded input values use NewTyped). Every
+// problem found (a nil function, a codec of another state type) is
+// reported by Validate, joined with errors.Join.
 func New[S any](fn Func[S], opts ...Opt) *Transformer[S] {
+	t, c := build[S](fn == nil, opts)
+	t.fn = fn
+	if c.input != nil {
+		t.err = errors.Join(t.err, errInputUntyped)
+	}
+	return t
+}
+
+// Stateless returns a transformer that keeps no state and opens no store.
+// A StateCodec option has no effect: there is no state to encode.
+func Stateless(fn StatelessFunc, opts ...Opt) *Transformer[None] {
+	t, c := buildStateless(fn == nil, opts)
+	if fn != nil {
+		t.stateless = fn
+	}
+	if c.input != nil {
+		t.err = errors.Join(t.err, errInputUntyped)
+	}
+	return t
+}
+
+var errInputUntyped = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "InputCodec",
+	"an input codec needs a typed transformer (NewTyped or StatelessTyped); New and Stateless see raw bytes")
+
+// build applies opts to a stateful transformer without its function.
+func build[S any](nilFn bool, opts []Opt) (*Transformer[S], cfg) {
 	var c cfg
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	t := &Transformer[S]{fn: fn, stateKey: c.stateKey}
+	t := &Transformer[S]{stateKey: c.stateKey}
 	var errs []error
-	if fn == nil {
+	if nilFn {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Func", "transform function is nil"))
 	}
 	switch codec := c.codec.(type) {
@@ -149,23 +183,23 @@ func New[S any](fn Func[S], opts ...Opt) *Transformer[S] {
 			"codec %T does not encode the state type %T", codec, zero))
 	}
 	t.err = errors.Join(errs...)
-	return t
+	return t, c
 }
 
-// Stateless returns a transformer that keeps no state and opens no store.
-// A StateCodec option has no effect: there is no state to encode.
-func Stateless(fn StatelessFunc, opts ...Opt) *Transformer[None] {
+// buildStateless applies opts to a stateless transformer without its
+// function.
+func buildStateless(nilFn bool, opts []Opt) (*Transformer[None], cfg) {
 	var c cfg
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	t := &Transformer[None]{stateless: fn, stateKey: c.stateKey}
-	var errs []error
-	if fn == nil {
-		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Func", "transform function is nil"))
+	// stateless is set (the typed constructor replaces it): it is what
+	// makes the transformer stateless.
+	t := &Transformer[None]{stateKey: c.stateKey, stateless: func(context.Context, *Record, *Outputs) error { return nil }}
+	if nilFn {
+		t.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Func", "transform function is nil")
 	}
-	t.err = errors.Join(errs...)
-	return t
+	return t, c
 }
 
 // Validate reports every problem found when the transformer was built, as

@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -34,6 +35,9 @@ type Params struct {
 	Sem chan struct{}
 	// Name prefixes errors that name no record, e.g. "task 3".
 	Name string
+	// Policy decides what becomes of invalid records; nil: the policy of
+	// a Transformer built by WithPolicy, else Crash.
+	Policy *Policy
 }
 
 // Result is a processed, not yet committed, batch.
@@ -60,13 +64,23 @@ type bucket struct {
 	op    stage.Op
 	state []byte
 	err   error
+	// records handled by the invalid-record policy
+	n counts
 }
 
 // Run runs the transformer over recs, all of p.Partition. It neither
 // produces nor commits. The error of a record is a
 // *transformer.ProcessError (a panic of user code is recovered into one
-// whose Err is a *flechtwerk.PanicError); the first failing bucket, in
-// bucket order, is the one reported.
+// whose Err is a *flechtwerk.PanicError), or, under the Crash policy, a
+// *transformer.InvalidRecordError; the first failing bucket, in bucket
+// order, is the one reported.
+//
+// An invalid record (a value that does not decode, or a transform that
+// rejects it with transformer.Invalid or transformer.ErrInvalidRecord) is
+// handled by the policy: Skip drops it, DeadLetter adds its dead-letter
+// record to Outputs in its bucket's place, Substitute runs it again with
+// the hook's value (an invalid substitute ends the batch). Its offset
+// counts in Offsets either way.
 func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 	res := &Result{Offsets: make(map[string]int64), Records: len(recs)}
 	if len(recs) == 0 {
@@ -93,14 +107,55 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 	ordered = slices.DeleteFunc(ordered, func(r *kgo.Record) bool { return r.Attrs.IsControl() })
 	res.Records = len(ordered)
 
-	tr := p.Transformer
+	tr, pol := p.Transformer, p.Policy
+	if pt, ok := tr.(*policied); ok {
+		tr = pt.Transformer
+		if pol == nil {
+			pol = pt.pol
+		}
+	}
+	if pol == nil {
+		pol = &Policy{}
+	}
+	p.Transformer, p.Policy = tr, pol
 	stateful := tr.Stateful()
-	var buckets []*bucket
+	var (
+		buckets []*bucket
+		n       counts
+		dead    []*kgo.Record // dead letters of records that did not prepare
+	)
 	byKey := make(map[string]*bucket)
 	for _, r := range ordered {
 		in, err := prepare(tr, r)
 		if err != nil {
-			return nil, recordError(r, err)
+			ie, ok := asInvalid(r, err)
+			if !ok {
+				return nil, recordError(r, err)
+			}
+			switch pol.Mode {
+			case Skip:
+				pol.log(ie)
+				n.skipped++
+				continue
+			case DeadLetter:
+				pol.log(ie)
+				n.dead++
+				dead = append(dead, pol.deadLetter(r, ie))
+				continue
+			case Substitute:
+				sub, err := pol.substituted(r, ie)
+				if err != nil {
+					return nil, err
+				}
+				if in, err = prepare(tr, sub); err != nil {
+					return nil, invalidSubstitute(sub, ie, err)
+				}
+				pol.log(ie)
+				n.substituted++
+				r = sub
+			default:
+				return nil, ie
+			}
 		}
 		if stateful && len(in.Key) == 0 {
 			return nil, recordError(r, errors.New("record has an empty state key; a stateful transformer needs one (set transformer.StateKey)"))
@@ -141,7 +196,9 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 			return nil, bk.err
 		}
 	}
+	res.Outputs = append(res.Outputs, dead...)
 	for _, bk := range buckets {
+		n.add(bk.n)
 		res.Outputs = append(res.Outputs, bk.outs...)
 		switch bk.op {
 		case stage.Put:
@@ -150,6 +207,9 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 			res.Writes = append(res.Writes, store.Write{Key: bk.key, Delete: true})
 		}
 	}
+	pol.Skipped.Add(n.skipped)
+	pol.Substituted.Add(n.substituted)
+	pol.DeadLettered.Add(n.dead)
 	return res, nil
 }
 
@@ -168,11 +228,36 @@ func runBucket(ctx context.Context, p Params, bk *bucket, stateful bool) {
 			return
 		}
 	}
+	pol := p.Policy
 	for i, r := range bk.recs {
 		res, err := process(ctx, p.Transformer, bk.in[i], cur, found)
 		if err != nil {
-			bk.err = recordError(r, err)
-			return
+			ie, ok := asInvalid(r, err)
+			if !ok {
+				bk.err = recordError(r, err)
+				return
+			}
+			switch pol.Mode {
+			case Skip:
+				pol.log(ie)
+				bk.n.skipped++
+				continue
+			case DeadLetter:
+				pol.log(ie)
+				bk.n.dead++
+				bk.outs = append(bk.outs, pol.deadLetter(r, ie))
+				continue
+			case Substitute:
+				if res, err = substitute(ctx, p, bk, r, ie, cur, found); err != nil {
+					bk.err = err
+					return
+				}
+				pol.log(ie)
+				bk.n.substituted++
+			default:
+				bk.err = ie
+				return
+			}
 		}
 		bk.outs = append(bk.outs, res.Outputs...)
 		if !stateful {
@@ -189,6 +274,35 @@ func runBucket(ctx context.Context, p Params, bk *bucket, stateful bool) {
 			bk.op, bk.state = stage.Delete, nil
 		}
 	}
+}
+
+// substitute runs r again with the policy's substitute value, in bucket bk
+// (the substitute must keep the record's state key).
+func substitute(ctx context.Context, p Params, bk *bucket, r *kgo.Record, ie *transformer.InvalidRecordError, cur []byte, found bool) (stage.Result, error) {
+	sub, err := p.Policy.substituted(r, ie)
+	if err != nil {
+		return stage.Result{}, err
+	}
+	in, err := prepare(p.Transformer, sub)
+	if err != nil {
+		return stage.Result{}, invalidSubstitute(sub, ie, err)
+	}
+	if !bytes.Equal(in.Key, bk.key) {
+		return stage.Result{}, fmt.Errorf("%w: policy substitute: the substitute value changes the state key to %q", ie, in.Key)
+	}
+	res, err := process(ctx, p.Transformer, in, cur, found)
+	if err != nil {
+		return stage.Result{}, invalidSubstitute(sub, ie, err)
+	}
+	return res, nil
+}
+
+// invalidSubstitute is the error of a substitute value that failed too.
+func invalidSubstitute(sub *kgo.Record, ie *transformer.InvalidRecordError, err error) error {
+	if _, ok := asInvalid(sub, err); ok {
+		return fmt.Errorf("%w; policy substitute: the substitute value %q is invalid too: %w", ie, sub.Value, err)
+	}
+	return recordError(sub, err)
 }
 
 func recordError(r *kgo.Record, err error) error {

@@ -71,6 +71,10 @@ type Options struct {
 	KeepCursors     bool
 	BadCursorPolicy *int
 
+	// Invalid records (a transformer only): every InvalidRecords option
+	// given, in order; see invalid.go.
+	InvalidRecords []InvalidRecords
+
 	set map[string]Kind // kind-specific options given, by option name
 }
 
@@ -169,6 +173,7 @@ func (o *Options) Validate(kind Kind, stateful bool) error {
 		if stateful && o.StateDir == "" {
 			bad(flechtwerk.CodeInvalidOption, "StateDir", "a stateful transformer needs a state directory")
 		}
+		errs = append(errs, o.validateInvalidRecords()...)
 	case Extractor:
 		errs = append(errs, o.topics("ConfigTopics", "a config", o.ConfigTopics, flechtwerk.CodeNoConfigTopics, "no config topics")...)
 		if o.PollInterval <= 0 {

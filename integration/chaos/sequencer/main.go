@@ -8,6 +8,10 @@
 // key K carry seq 1, 2, 3, ... with no gap or repeat, whatever happens to
 // the processes.
 //
+// With -dead-letter TOPIC, a value that is not a number is an invalid
+// record (transformer.Invalid) that goes to TOPIC in the batch's
+// transaction; without it, it ends Run.
+//
 // It runs until SIGINT or SIGTERM (a graceful stop) and exits non-zero when
 // Run fails. It logs to stderr.
 package main
@@ -53,6 +57,7 @@ func main() {
 		commitInterval = flag.Duration("commit-interval", 0, "commit interval (0: the runner's default)")
 		work           = flag.Duration("work", 0, "simulated work per record (widens the mid-batch window)")
 		logLevel       = flag.String("log-level", "info", "debug, info, warn or error")
+		deadLetter     = flag.String("dead-letter", "", "dead-letter topic: a value that is not a number is an invalid record sent there (default: it ends Run)")
 	)
 	flag.Parse()
 
@@ -66,6 +71,9 @@ func main() {
 	seq := transformer.New(func(ctx context.Context, rec *transformer.Record, count int64, e *transformer.Emitter[int64]) error {
 		n, err := strconv.ParseInt(string(rec.Value), 10, 64)
 		if err != nil {
+			if *deadLetter != "" {
+				return transformer.Invalid(fmt.Errorf("sequencer: value is not a number: %w", err))
+			}
 			return fmt.Errorf("sequencer: value of %s/%d@%d is not a number: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
 		if *work > 0 {
@@ -93,6 +101,9 @@ func main() {
 	}
 	if *commitInterval > 0 {
 		opts = append(opts, runner.CommitInterval(*commitInterval))
+	}
+	if *deadLetter != "" {
+		opts = append(opts, runner.InvalidRecords(runner.DeadLetter(*deadLetter)))
 	}
 	if *stateDir != "" {
 		opts = append(opts, runner.StateDir(*stateDir))

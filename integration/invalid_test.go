@@ -1,0 +1,161 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
+	"github.com/flechtwerk/flechtwerk/runner"
+	"github.com/flechtwerk/flechtwerk/transformer"
+)
+
+// order is the typed input of the invalid-record tests.
+type order struct {
+	ID     string `json:"id"`
+	Amount int    `json:"amount"`
+}
+
+// orders is a typed (JSON) stateless transformer that emits "id:amount"
+// and rejects a negative amount with transformer.Invalid.
+func orders(out string) *transformer.Transformer[transformer.None] {
+	return transformer.StatelessTyped(func(_ context.Context, rec *transformer.TypedRecord[order], o *transformer.Outputs) error {
+		if rec.Value.Amount < 0 {
+			return transformer.Invalid(errors.New("negative amount"))
+		}
+		o.Send(out, rec.Key, []byte(rec.Value.ID+":"+strconv.Itoa(rec.Value.Amount)))
+		return nil
+	})
+}
+
+// orderInputs writes a good order, one that does not decode, one the
+// transform rejects and another good one, to partition 0 of topic.
+func orderInputs(t *testing.T, c *kafkatest.Cluster, topic string) {
+	vals := []string{`{"id":"a","amount":1}`, `{not json`, `{"id":"c","amount":-5}`, `{"id":"d","amount":4}`}
+	recs := make([]*kgo.Record, len(vals))
+	for i, v := range vals {
+		recs[i] = &kgo.Record{Topic: topic, Partition: 0, Key: []byte("k" + strconv.Itoa(i)), Value: []byte(v)}
+	}
+	c.Produce(t, recs...)
+}
+
+func orderValues(recs []*kgo.Record) []string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, string(r.Value))
+	}
+	return out
+}
+
+func TestInvalidRecordsSkipCommitsTheOffsetAndCounts(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("inv-in"), kafkatest.Name("inv-out"), kafkatest.Name("inv-app")
+	c.CreateTopic(t, in, 1)
+	c.CreateTopic(t, out, 1)
+	orderInputs(t, c, in)
+	r, err := runner.New(orders(out), runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(in),
+		runner.SessionTimeout(6*time.Second), runner.WithLogger(logger(t)), runner.InvalidRecords(runner.Skip))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+
+	waitCommitted(t, c, app, in, 60*time.Second, done)
+	require.Equal(t, map[int32]int64{0: 4}, c.CommittedOffsets(t, app, in), "lag 0: the skipped offsets committed")
+	require.Equal(t, []string{"a:1", "d:4"}, orderValues(c.ReadCommitted(t, out)))
+	require.Equal(t, runner.Stats{InvalidSkipped: 2}, r.Stats())
+}
+
+func TestInvalidRecordsSubstituteEmitsTheSubstitute(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("inv-in"), kafkatest.Name("inv-out"), kafkatest.Name("inv-app")
+	c.CreateTopic(t, in, 1)
+	c.CreateTopic(t, out, 1)
+	orderInputs(t, c, in)
+	var parts []string
+	r, err := runner.New(orders(out), runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(in),
+		runner.SessionTimeout(6*time.Second), runner.WithLogger(logger(t)),
+		runner.InvalidRecords(runner.Substitute(func(e *transformer.InvalidRecordError) ([]byte, error) {
+			parts = append(parts, string(e.Part)+"@"+strconv.FormatInt(e.Offset, 10))
+			return []byte(`{"id":"sub` + strconv.FormatInt(e.Offset, 10) + `","amount":0}`), nil
+		})))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+
+	waitCommitted(t, c, app, in, 60*time.Second, done)
+	require.Equal(t, []string{"a:1", "sub1:0", "sub2:0", "d:4"}, orderValues(c.ReadCommitted(t, out)))
+	require.Equal(t, []string{"value@1", "value@2"}, parts)
+	require.Equal(t, runner.Stats{InvalidSubstituted: 2}, r.Stats())
+}
+
+func TestInvalidRecordsCrashNamesTheRecord(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("inv-in"), kafkatest.Name("inv-out"), kafkatest.Name("inv-app")
+	c.CreateTopic(t, in, 1)
+	c.CreateTopic(t, out, 1)
+	orderInputs(t, c, in)
+	r, err := runner.New(orders(out), runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(in),
+		runner.SessionTimeout(6*time.Second), runner.WithLogger(logger(t)), runner.MaxPollRecords(1))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = r.Run(ctx)
+	var ie *transformer.InvalidRecordError
+	require.ErrorAs(t, err, &ie)
+	require.ErrorIs(t, err, transformer.ErrInvalidRecord)
+	require.Equal(t, in, ie.Topic)
+	require.Equal(t, int32(0), ie.Partition)
+	require.Equal(t, int64(1), ie.Offset)
+	require.Equal(t, transformer.PartValue, ie.Part)
+	require.Equal(t, []byte(`{not json`), ie.Raw())
+	require.Contains(t, err.Error(), "topic "+in+" partition 0 offset 1")
+	// Nothing past the good record committed.
+	require.Equal(t, map[int32]int64{0: 1}, c.CommittedOffsets(t, app, in))
+	require.Equal(t, []string{"a:1"}, orderValues(c.ReadCommitted(t, out)))
+}
+
+func TestInvalidRecordsMissingDeadLetterTopicIsAStartupError(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("inv-in"), kafkatest.Name("inv-out"), kafkatest.Name("inv-app")
+	c.CreateTopic(t, in, 1)
+	orderInputs(t, c, in)
+	dlq := kafkatest.Name("inv-missing-dlq")
+	r, err := runner.New(orders(out), runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(in),
+		runner.WithLogger(logger(t)), runner.InvalidRecords(runner.DeadLetter(dlq)))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = r.Run(ctx)
+	require.ErrorIs(t, err, flechtwerk.ErrMissingTopic)
+	require.Contains(t, err.Error(), dlq)
+	require.Contains(t, err.Error(), "dead-letter")
+	require.Empty(t, c.CommittedOffsets(t, app, in), "nothing processed")
+}
+
+func TestInvalidRecordsContradictingPoliciesAreACodedError(t *testing.T) {
+	base := []runner.Opt{runner.SeedBrokers("127.0.0.1:1"), runner.ApplicationID("app"), runner.InputTopics("in")}
+	for name, opts := range map[string][]runner.Opt{
+		"skip and crash":         {runner.InvalidRecords(runner.Skip), runner.InvalidRecords(runner.Crash)},
+		"two dead-letter topics": {runner.InvalidRecords(runner.DeadLetter("a")), runner.InvalidRecords(runner.DeadLetter("b"))},
+		"empty dead-letter":      {runner.InvalidRecords(runner.DeadLetter(""))},
+		"nil substitute":         {runner.InvalidRecords(runner.Substitute(nil))},
+	} {
+		_, err := runner.New(orders("out"), append(base, opts...)...)
+		require.ErrorIs(t, err, flechtwerk.ErrInvalidRecordPolicy, name)
+		require.Contains(t, err.Error(), "InvalidRecords", name)
+	}
+	_, err := runner.New(orders("out"), append(base, runner.InvalidRecords(runner.DeadLetter("in")))...)
+	require.ErrorIs(t, err, flechtwerk.ErrDuplicateTopic)
+	_, err = runner.New(orders("out"), append(base, runner.InvalidRecords(runner.Skip), runner.InvalidRecords(runner.Skip))...)
+	require.NoError(t, err, "the same policy twice does not contradict")
+}

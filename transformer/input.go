@@ -1,0 +1,94 @@
+package transformer
+
+import (
+	"context"
+	"errors"
+
+	"github.com/flechtwerk/flechtwerk"
+)
+
+// TypedRecord is an input record whose value was decoded by the
+// transformer's input codec (its Serde, in Kafka Streams terms). Value is
+// the decoded value; the raw bytes stay available as Record.Value, with
+// the key, headers and location.
+type TypedRecord[V any] struct {
+	Record
+	// Value is the record value, decoded by the InputCodec.
+	Value V
+}
+
+// TypedFunc is a stateful transform over decoded input values of type V.
+type TypedFunc[V, S any] func(ctx context.Context, rec *TypedRecord[V], state S, out *Emitter[S]) error
+
+// TypedStatelessFunc is a stateless transform over decoded input values of
+// type V.
+type TypedStatelessFunc[V any] func(ctx context.Context, rec *TypedRecord[V], out *Outputs) error
+
+// InputCodec sets the codec that decodes the input values of a typed
+// transformer (NewTyped, StatelessTyped): Kafka Streams' value Serde of
+// Consumed.with. The default is JSON. The codec's type must be the
+// transformer's input type V, and the option needs a typed transformer; a
+// mismatch is reported by Validate with flechtwerk.CodeInvalidTransformer.
+//
+// A value that does not decode is an invalid record (*InvalidRecordError,
+// Part PartValue): the runner's policy decides what becomes of it
+// (runner.InvalidRecords; by default Run ends). A nil value (a tombstone)
+// is decoded like any other: JSON decodes it to an error, so a topic with
+// tombstones wants a codec that accepts them.
+func InputCodec[V any](c Codec[V]) Opt {
+	return optFunc(func(cf *cfg) { cf.input = c })
+}
+
+// NewTyped returns a stateful transformer over input values of type V
+// (decoded by the InputCodec option, JSON by default) and state type S.
+// The StateKey function, when given, sees the raw record.
+func NewTyped[V, S any](fn TypedFunc[V, S], opts ...Opt) *Transformer[S] {
+	t, c := build[S](fn == nil, opts)
+	dec, err := inputDecoder[V](c)
+	t.err = errors.Join(t.err, err)
+	if fn != nil {
+		t.decode = dec
+		t.typed = func(ctx context.Context, view any, s S, e *Emitter[S]) error {
+			return fn(ctx, view.(*TypedRecord[V]), s, e)
+		}
+	}
+	return t
+}
+
+// StatelessTyped returns a stateless transformer over input values of type
+// V (decoded by the InputCodec option, JSON by default).
+func StatelessTyped[V any](fn TypedStatelessFunc[V], opts ...Opt) *Transformer[None] {
+	t, c := buildStateless(fn == nil, opts)
+	dec, err := inputDecoder[V](c)
+	t.err = errors.Join(t.err, err)
+	if fn != nil {
+		t.decode = dec
+		t.typedStateless = func(ctx context.Context, view any, out *Outputs) error {
+			return fn(ctx, view.(*TypedRecord[V]), out)
+		}
+	}
+	return t
+}
+
+// inputDecoder returns the decoder of the typed view: the InputCodec
+// option's codec, else JSON.
+func inputDecoder[V any](c cfg) (func(*Record) (any, error), error) {
+	var codec Codec[V]
+	switch in := c.input.(type) {
+	case nil:
+		codec = JSON[V]()
+	case Codec[V]:
+		codec = in
+	default:
+		var zero V
+		return nil, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "InputCodec",
+			"codec %T does not decode the input type %T", in, zero)
+	}
+	return func(rec *Record) (any, error) {
+		v, err := codec.Decode(rec.Value)
+		if err != nil {
+			return nil, &InvalidRecordError{Part: PartValue, Err: err}
+		}
+		return &TypedRecord[V]{Record: *rec, Value: v}, nil
+	}, nil
+}
