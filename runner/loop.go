@@ -75,6 +75,7 @@ func (rn *run) batch(ctx context.Context, recs []*kgo.Record) error {
 	c := &rn.r.cfg
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
+	defer rn.r.cfg.Metrics.Batch(len(recs), time.Now())
 
 	byTask := map[int32][]*kgo.Record{}
 	for _, rec := range recs {
@@ -112,6 +113,7 @@ func (rn *run) batch(ctx context.Context, recs []*kgo.Record) error {
 	for n, trecs := range byTask {
 		t := rn.tasks[n]
 		go func() {
+			began, commitStart := time.Now(), time.Time{}
 			b, err := t.Process(bctx, trecs, rn.sem)
 			if err == nil && !b.Empty() {
 				phaseMu.Lock()
@@ -121,8 +123,10 @@ func (rn *run) batch(ctx context.Context, recs []*kgo.Record) error {
 				}
 				committing[n] = true
 				phaseMu.Unlock()
+				commitStart = time.Now()
 				err = t.Commit(bctx, b)
 			}
+			rn.r.cfg.Metrics.TaskBatch(n, trecs, b, began, commitStart, err)
 			results <- result{t, b, err}
 		}()
 	}
@@ -179,6 +183,7 @@ func (rn *run) batch(ctx context.Context, recs []*kgo.Record) error {
 		break
 	}
 	if len(timedOut) > 0 {
+		rn.r.cfg.Metrics.TimedOut(timedOut)
 		slices.Sort(timedOut)
 		first := map[int32]map[string]int64{}
 		for _, n := range timedOut {

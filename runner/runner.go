@@ -27,6 +27,7 @@ type Runner struct {
 	proc    stage.Transformer // a transformer
 	ex      *extract.Engine   // an extractor
 	started atomic.Bool
+	ops     ops
 }
 
 // ErrRunTwice is returned by a second call of Run on the same Runner.
@@ -74,6 +75,7 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 	if err := r.cfg.Validate(r.kind, stateful); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, r.initOps())
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -91,10 +93,11 @@ func (r *Runner) Changelog() string { return r.cfg.Changelog() }
 // Run processes (a transformer) or polls (an extractor) until ctx is
 // canceled (then it stops gracefully and returns nil) or an error ends it.
 // See the package documentation.
-func (r *Runner) Run(ctx context.Context) error {
+func (r *Runner) Run(ctx context.Context) (err error) {
 	if !r.started.CompareAndSwap(false, true) {
 		return ErrRunTwice
 	}
+	defer r.ops.begin(ctx, r.ex != nil)(&err)
 	defer r.pruneStores(ctx)()
 	if r.ex != nil {
 		return r.ex.Run(ctx)

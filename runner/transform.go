@@ -74,11 +74,13 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 			kgo.BlockRebalanceOnPoll(),
 		},
 	})
+	consumerOpts = append(consumerOpts, r.ops.consumerOpts()...)
 	consumer, err := kgo.NewClient(consumerOpts...)
 	if err != nil {
 		return fmt.Errorf("runner: consumer: %w", err)
 	}
 	rn.consumer = consumer
+	defer r.ops.attach(rn)()
 
 	runErr := rn.loop(ctx)
 	// Leave the group (this runs onRevoked, which tears the tasks down),
