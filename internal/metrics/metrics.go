@@ -108,7 +108,7 @@ func New(reg prometheus.Registerer, app string) (*Recorder, error) {
 	}
 	desc := func(name string) *prometheus.Desc {
 		m := byName[name]
-		return prometheus.NewDesc(name, m.Help, m.Labels, prometheus.Labels{"application_id": app})
+		return prometheus.NewDesc(name, m.Help, m.Labels, nil) // application_id: by the wrapping registerer
 	}
 	secs := prometheus.ExponentialBuckets(0.0005, 2, 18) // 0.5ms .. ~65s
 	r.runnerState = gauge(pub.RunnerState)
