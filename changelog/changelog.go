@@ -189,6 +189,7 @@ func restoreRange(ctx context.Context, topic string, partition int32, from, end 
 		applied int
 		writes  []store.Write
 	)
+	prog := newProgress(ctx, topic, partition, from, end)
 	err = lso.ReadRange(ctx, cl, topic, partition, from, end, func(rs []*kgo.Record) error {
 		writes = writes[:0]
 		for _, r := range rs {
@@ -204,6 +205,7 @@ func restoreRange(ctx context.Context, topic string, partition int32, from, end 
 			return err
 		}
 		applied += len(writes)
+		prog.report(rs)
 		return nil
 	}, func(offset int64, err error) error {
 		return fmt.Errorf("changelog: restoring %s/%d at offset %d: %w", topic, partition, offset, err)

@@ -31,6 +31,7 @@ func (rn *run) initPending(ctx context.Context) error {
 	// (FetchMaxWait, 5s by default) on partitions without new records,
 	// and the partitions resumed after it would wait for that fetch.
 	var ready []int32
+	defer rn.r.ops.tasks(rn.tasks, rn.pending)
 	defer func() {
 		if len(ready) > 0 {
 			rn.consumer.ResumeFetchPartitions(rn.topicPartitions(ready...))
@@ -46,7 +47,7 @@ func (rn *run) initPending(ctx context.Context) error {
 		rctx, cancel := context.WithCancel(ctx)
 		rn.cancelRestore = cancel
 		rn.rmu.Unlock()
-
+		rctx = rn.r.ops.restoreContext(rctx, n)
 		err := t.Restore(rctx, rn.adm)
 
 		rn.rmu.Lock()
@@ -83,6 +84,7 @@ func (rn *run) topicPartitions(ns ...int32) map[string][]int32 {
 // run in the main loop.
 func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	c := &rn.r.cfg
+	rn.r.ops.rebalance(true)
 	cl.PauseFetchPartitions(assigned)
 
 	held := group.Held(assigned)
@@ -136,6 +138,7 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 		}
 		rn.pending[s.n] = s.t
 	}
+	rn.r.ops.tasks(rn.tasks, rn.pending)
 	rn.mu.Unlock()
 	if len(errs) > 0 {
 		if ctx.Err() != nil {
@@ -152,6 +155,7 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 // (the main loop never holds a poll's records while it runs: rebalances are
 // blocked until they are handed out), and after cutting a restore short.
 func (rn *run) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	rn.r.ops.rebalance(false)
 	rn.rmu.Lock()
 	rn.revoking = true
 	if rn.cancelRestore != nil {
@@ -182,6 +186,7 @@ func (rn *run) teardown() {
 		<-w.done
 		delete(rn.workers, n)
 	}
+	rn.r.ops.tasks(nil, nil) // before any store closes: waits for running queries
 	var errs []error
 	for n, t := range rn.tasks {
 		errs = append(errs, t.Close())

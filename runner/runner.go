@@ -29,6 +29,7 @@ type Runner struct {
 	ex      *extract.Engine   // an extractor
 	policy  *batch.Policy     // a transformer's invalid-record policy
 	started atomic.Bool
+	ops     ops
 }
 
 // ErrRunTwice is returned by a second call of Run on the same Runner.
@@ -76,6 +77,7 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 	if err := r.cfg.Validate(r.kind, stateful); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, r.initOps())
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -99,10 +101,11 @@ func (r *Runner) Changelog() string { return r.cfg.Changelog() }
 // Run processes (a transformer) or polls (an extractor) until ctx is
 // canceled (then it stops gracefully and returns nil) or an error ends it.
 // See the package documentation.
-func (r *Runner) Run(ctx context.Context) error {
+func (r *Runner) Run(ctx context.Context) (err error) {
 	if !r.started.CompareAndSwap(false, true) {
 		return ErrRunTwice
 	}
+	defer r.ops.begin(ctx, r.ex != nil)(&err)
 	defer r.pruneStores(ctx)()
 	if r.ex != nil {
 		return r.ex.Run(ctx)

@@ -87,11 +87,13 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 			kgo.BlockRebalanceOnPoll(),
 		},
 	})
+	consumerOpts = append(consumerOpts, r.ops.consumerOpts()...)
 	consumer, err := kgo.NewClient(consumerOpts...)
 	if err != nil {
 		return fmt.Errorf("runner: consumer: %w", err)
 	}
 	rn.consumer = consumer
+	defer r.ops.attach(rn)()
 
 	runErr := rn.loop(ctx)
 	if runErr != nil {

@@ -8,12 +8,14 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kslog"
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/fencing"
+	"github.com/flechtwerk/flechtwerk/internal/metrics"
 	"github.com/flechtwerk/flechtwerk/store"
 )
 
@@ -50,6 +52,11 @@ type Options struct {
 	ConsumerOpts       []kgo.Opt
 	Logger             *slog.Logger
 	StoreRetention     time.Duration
+	// Metrics, when given (Registerer), records the catalog; Advertise is
+	// the address advertised for interactive queries.
+	Registerer prometheus.Registerer
+	Metrics    *metrics.Recorder
+	Advertise  string
 
 	// Transformer only.
 	InputTopics    []string

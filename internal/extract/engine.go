@@ -81,6 +81,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		return err
 	}
 	rn.table = table
+	defer o.Metrics.Attach(source{table})()
 	e.mu.Lock()
 	e.cur = rn
 	e.mu.Unlock()

@@ -185,7 +185,10 @@ func (rn *run) poll(tk *token, e configtopic.Entry[any], st *schedule) {
 		rn.wg.Done()
 		rn.poke()
 	}()
-	if err := rn.pollOnce(tk, e); err != nil {
+	began := time.Now()
+	err := rn.pollOnce(tk, e)
+	rn.o.Metrics.Polled(tk.n, e.Key, began, err)
+	if err != nil {
 		rn.setFatal(err)
 	}
 }

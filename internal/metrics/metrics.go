@@ -1,0 +1,439 @@
+// Package metrics records the runner's Prometheus metrics (the catalog of
+// the public metrics package). A nil *Recorder records nothing: every hook
+// is a no-op on it, so the hot path pays one nil check when metrics are
+// off.
+//
+// Hooks are safe for concurrent use. Values that cost I/O or a scan (lag,
+// store entries and bytes, config entries, cursor age) are computed at
+// scrape time from a Source the runner attaches while it runs.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/fencing"
+	pub "github.com/flechtwerk/flechtwerk/metrics"
+	"github.com/flechtwerk/flechtwerk/store"
+)
+
+// Recorder holds the registered collectors of one runner.
+type Recorder struct {
+	recordsIn, inBytes                  *prometheus.CounterVec
+	recordsOut, outBytes, stateWrites   *prometheus.CounterVec
+	stateValue                          prometheus.Histogram
+	invalid, deadLetters                *prometheus.CounterVec
+	batchRecords, batchTime, recordTime prometheus.Histogram
+	committed, aborted, fenced          *prometheus.CounterVec
+	commitTime                          prometheus.Histogram
+	rebalances                          prometheus.Counter
+	rebalanceTime                       prometheus.Histogram
+	tasks, runnerState                  *prometheus.GaugeVec
+	restoreRecords                      *prometheus.CounterVec
+	restoreRemaining, restoreProgress   *prometheus.GaugeVec
+	restoreTime                         prometheus.Histogram
+	polls, pollErrors, pages            *prometheus.CounterVec
+	pollTime                            prometheus.Histogram
+	lagDesc, entriesDesc, bytesDesc     *prometheus.Desc
+	configDesc, cursorAgeDesc           *prometheus.Desc
+
+	mu      sync.Mutex
+	src     Source
+	lag     map[TP]int64
+	lagAt   time.Time
+	entries map[int32]cachedCount
+	cursors map[string]time.Time // config key -> end of its last successful poll
+}
+
+type cachedCount struct {
+	n  int
+	at time.Time
+}
+
+// TP is a topic partition.
+type TP struct {
+	Topic     string
+	Partition int32
+}
+
+// Source gives the scrape-time values of a running Run. Any method may be
+// left to return nothing.
+type Source interface {
+	// Lag returns the lag of the input partitions of this instance's
+	// tasks.
+	Lag(ctx context.Context) (map[TP]int64, error)
+	// Stores calls fn for the store of every running task; the store
+	// stays open during the call.
+	Stores(fn func(partition int32, st *store.Store))
+	// Configs returns the number of live configs and whether key is one
+	// (an extractor; nil for a transformer).
+	Configs() (n int, live func(key []byte) bool)
+}
+
+// New registers the catalog on reg with the constant label
+// application_id=app. reg nil returns a nil Recorder.
+func New(reg prometheus.Registerer, app string) (*Recorder, error) {
+	if reg == nil {
+		return nil, nil
+	}
+	reg = prometheus.WrapRegistererWith(prometheus.Labels{"application_id": app}, reg)
+	r := &Recorder{entries: map[int32]cachedCount{}, cursors: map[string]time.Time{}}
+	var errs []error
+	byName := map[string]pub.Metric{}
+	for _, m := range pub.Catalog() {
+		byName[m.Name] = m
+	}
+	counter := func(name string) *prometheus.CounterVec {
+		m := byName[name]
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: m.Help}, m.Labels)
+		errs = append(errs, reg.Register(c))
+		return c
+	}
+	gauge := func(name string) *prometheus.GaugeVec {
+		m := byName[name]
+		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: m.Help}, m.Labels)
+		errs = append(errs, reg.Register(g))
+		return g
+	}
+	hist := func(name string, buckets []float64) prometheus.Histogram {
+		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: byName[name].Help, Buckets: buckets})
+		errs = append(errs, reg.Register(h))
+		return h
+	}
+	desc := func(name string) *prometheus.Desc {
+		m := byName[name]
+		return prometheus.NewDesc(name, m.Help, m.Labels, nil) // application_id: by the wrapping registerer
+	}
+	secs := prometheus.ExponentialBuckets(0.0005, 2, 18) // 0.5ms .. ~65s
+	r.runnerState = gauge(pub.RunnerState)
+	r.recordsIn, r.inBytes = counter(pub.RecordsIn), counter(pub.InputBytes)
+	r.recordsOut, r.outBytes, r.stateWrites = counter(pub.RecordsOut), counter(pub.OutputBytes), counter(pub.StateWrites)
+	r.stateValue = hist(pub.StateValueBytes, prometheus.ExponentialBuckets(16, 4, 10)) // 16B .. 4MiB
+	r.invalid, r.deadLetters = counter(pub.InvalidRecords), counter(pub.DeadLetters)
+	r.batchRecords = hist(pub.BatchRecords, prometheus.ExponentialBuckets(1, 2, 14))
+	r.batchTime = hist(pub.BatchDuration, secs)
+	r.recordTime = hist(pub.RecordDuration, prometheus.ExponentialBuckets(1e-7, 4, 14))
+	r.committed, r.aborted, r.fenced = counter(pub.TxnCommitted), counter(pub.TxnAborted), counter(pub.Fenced)
+	r.commitTime = hist(pub.CommitDuration, secs)
+	rb := prometheus.NewCounter(prometheus.CounterOpts{Name: pub.Rebalances, Help: byName[pub.Rebalances].Help})
+	errs = append(errs, reg.Register(rb))
+	r.rebalances = rb
+	r.rebalanceTime = hist(pub.RebalanceDuration, secs)
+	r.tasks = gauge(pub.Tasks)
+	r.restoreRecords = counter(pub.RestoreRecords)
+	r.restoreRemaining, r.restoreProgress = gauge(pub.RestoreRemaining), gauge(pub.RestoreProgress)
+	r.restoreTime = hist(pub.RestoreDuration, secs)
+	r.polls, r.pollErrors, r.pages = counter(pub.ExtractorPolls), counter(pub.ExtractorPollErrors), counter(pub.ExtractorPages)
+	r.pollTime = hist(pub.ExtractorPollTime, secs)
+	r.lagDesc, r.entriesDesc, r.bytesDesc = desc(pub.ConsumerLag), desc(pub.StoreEntries), desc(pub.StoreBytes)
+	r.configDesc, r.cursorAgeDesc = desc(pub.ConfigEntries), desc(pub.ExtractorCursorAge)
+	errs = append(errs, reg.Register(scrape{r}))
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	r.tasks.WithLabelValues("standby").Set(0)
+	return r, nil
+}
+
+func part(p int32) string { return strconv.FormatInt(int64(p), 10) }
+
+// Batch is what the recorder reads of a processed task batch.
+type Batch interface {
+	Empty() bool
+	Outputs() int
+	StateWrites() int
+	// Sizes calls output with the key+value size of every output record
+	// and state with the value size of every state put.
+	Sizes(output, state func(n int))
+}
+
+// TaskBatch records one task's part of a batch: recs were processed from
+// began; committing (the zero time when there was nothing to commit or
+// the transform failed) is when its commit started; err is the result.
+// An empty batch counts its inputs (its offsets are committed by the
+// group member with the rest of the batch).
+func (r *Recorder) TaskBatch(partition int32, recs []*kgo.Record, b Batch, began, committing time.Time, err error) {
+	if r == nil {
+		return
+	}
+	now := time.Now()
+	p := part(partition)
+	if err != nil {
+		reason := "transform"
+		switch {
+		case errors.Is(err, fencing.ErrFenced):
+			reason = "fenced"
+			r.fenced.WithLabelValues(p).Inc()
+		case !committing.IsZero():
+			reason = "commit"
+		}
+		r.aborted.WithLabelValues(p, reason).Inc()
+		if !committing.IsZero() {
+			r.commitTime.Observe(now.Sub(committing).Seconds())
+		}
+		return
+	}
+	processed := now
+	if !committing.IsZero() {
+		processed = committing
+		r.commitTime.Observe(now.Sub(committing).Seconds())
+		r.committed.WithLabelValues(p).Inc()
+	}
+	var (
+		topic         string
+		n, bytes, all int
+	)
+	flush := func() {
+		if n > 0 {
+			r.recordsIn.WithLabelValues(topic, p).Add(float64(n))
+			r.inBytes.WithLabelValues(topic, p).Add(float64(bytes))
+		}
+		n, bytes = 0, 0
+	}
+	for _, rec := range recs {
+		if rec.Attrs.IsControl() {
+			continue
+		}
+		if rec.Topic != topic {
+			flush()
+			topic = rec.Topic
+		}
+		n++
+		all++
+		bytes += len(rec.Key) + len(rec.Value)
+	}
+	flush()
+	if all > 0 {
+		r.recordTime.Observe(processed.Sub(began).Seconds() / float64(all))
+	}
+	if b == nil || b.Empty() {
+		return
+	}
+	r.recordsOut.WithLabelValues(p).Add(float64(b.Outputs()))
+	r.stateWrites.WithLabelValues(p).Add(float64(b.StateWrites()))
+	var outBytes int
+	b.Sizes(func(n int) { outBytes += n }, func(n int) { r.stateValue.Observe(float64(n)) })
+	r.outBytes.WithLabelValues(p).Add(float64(outBytes))
+}
+
+// Batch records a batch of n records that began at began; call it when
+// the batch ended.
+func (r *Recorder) Batch(n int, began time.Time) {
+	if r == nil {
+		return
+	}
+	r.batchRecords.Observe(float64(n))
+	r.batchTime.Observe(time.Since(began).Seconds())
+}
+
+// TimedOut records the task batches abandoned at BatchTimeout.
+func (r *Recorder) TimedOut(partitions []int32) {
+	if r == nil {
+		return
+	}
+	for _, n := range partitions {
+		r.aborted.WithLabelValues(part(n), "timeout").Inc()
+	}
+}
+
+// InvalidRecord records an input record an invalid-record policy handled.
+func (r *Recorder) InvalidRecord(policy string) {
+	if r != nil {
+		r.invalid.WithLabelValues(policy).Inc()
+	}
+}
+
+// DeadLetter records n records routed to the dead-letter topic.
+func (r *Recorder) DeadLetter(topic string, n int) {
+	if r != nil {
+		r.deadLetters.WithLabelValues(topic).Add(float64(n))
+	}
+}
+
+// State sets the runner state gauge: 1 for state, 0 for the others.
+func (r *Recorder) State(state string, all []string) {
+	if r == nil {
+		return
+	}
+	for _, s := range all {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		r.runnerState.WithLabelValues(s).Set(v)
+	}
+}
+
+// Tasks sets the task gauges.
+func (r *Recorder) Tasks(running, restoring int) {
+	if r == nil {
+		return
+	}
+	r.tasks.WithLabelValues("running").Set(float64(running))
+	r.tasks.WithLabelValues("restoring").Set(float64(restoring))
+}
+
+// Rebalanced records a rebalance that started; its duration once every
+// assigned task runs.
+func (r *Recorder) Rebalanced() {
+	if r != nil {
+		r.rebalances.Inc()
+	}
+}
+
+// RebalanceDone records a rebalance's duration.
+func (r *Recorder) RebalanceDone(d time.Duration) {
+	if r != nil {
+		r.rebalanceTime.Observe(d.Seconds())
+	}
+}
+
+// Restoring records the progress of a restore of partition: read of total
+// changelog offsets, records applied since the last call.
+func (r *Recorder) Restoring(partition int32, read, total int64, applied int) {
+	if r == nil {
+		return
+	}
+	p := part(partition)
+	r.restoreRecords.WithLabelValues(p).Add(float64(applied))
+	r.restoreRemaining.WithLabelValues(p).Set(float64(max(total-read, 0)))
+	ratio := 1.0
+	if total > 0 {
+		ratio = float64(read) / float64(total)
+	}
+	r.restoreProgress.WithLabelValues(p).Set(ratio)
+}
+
+// Restored records a finished restore.
+func (r *Recorder) Restored(partition int32, d time.Duration) {
+	if r == nil {
+		return
+	}
+	p := part(partition)
+	r.restoreRemaining.WithLabelValues(p).Set(0)
+	r.restoreProgress.WithLabelValues(p).Set(1)
+	r.restoreTime.Observe(d.Seconds())
+}
+
+// Polled records a poll of key on token that began at began and ended
+// with err.
+func (r *Recorder) Polled(token int32, key []byte, began time.Time, err error) {
+	if r == nil {
+		return
+	}
+	p := part(token)
+	r.polls.WithLabelValues(p).Inc()
+	r.pollTime.Observe(time.Since(began).Seconds())
+	if err != nil {
+		r.pollErrors.WithLabelValues(p).Inc()
+		return
+	}
+	r.mu.Lock()
+	r.cursors[string(key)] = time.Now()
+	r.mu.Unlock()
+}
+
+// Page records a committed page of records on token.
+func (r *Recorder) Page(token int32, records int) {
+	if r == nil {
+		return
+	}
+	p := part(token)
+	r.pages.WithLabelValues(p).Inc()
+	r.committed.WithLabelValues(p).Inc()
+	r.recordsOut.WithLabelValues(p).Add(float64(records))
+}
+
+// Attach sets the scrape-time source of a running Run; the returned
+// function detaches it.
+func (r *Recorder) Attach(s Source) (detach func()) {
+	if r == nil {
+		return func() {}
+	}
+	r.mu.Lock()
+	r.src, r.lag = s, nil
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		r.src, r.lag = nil, nil
+		r.mu.Unlock()
+	}
+}
+
+// scrape collects the scrape-time values.
+type scrape struct{ r *Recorder }
+
+func (s scrape) Describe(ch chan<- *prometheus.Desc) {
+	r := s.r
+	for _, d := range []*prometheus.Desc{r.lagDesc, r.entriesDesc, r.bytesDesc, r.configDesc, r.cursorAgeDesc} {
+		ch <- d
+	}
+}
+
+// entriesEvery is how often a store's keys are counted at most.
+const entriesEvery = 30 * time.Second
+
+func (s scrape) Collect(ch chan<- prometheus.Metric) {
+	r := s.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.src == nil {
+		return
+	}
+	if time.Since(r.lagAt) >= time.Second {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		lag, err := r.src.Lag(ctx)
+		cancel()
+		if err == nil {
+			r.lag, r.lagAt = lag, time.Now()
+		}
+	}
+	for tp, l := range r.lag {
+		ch <- prometheus.MustNewConstMetric(r.lagDesc, prometheus.GaugeValue, float64(l), tp.Topic, part(tp.Partition))
+	}
+	r.src.Stores(func(p int32, st *store.Store) {
+		c, ok := r.entries[p]
+		if !ok || time.Since(c.at) >= entriesEvery {
+			n := 0
+			if err := st.Range(func(_, _ []byte) bool { n++; return true }); err == nil {
+				c = cachedCount{n, time.Now()}
+				r.entries[p] = c
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(r.entriesDesc, prometheus.GaugeValue, float64(c.n), part(p))
+		ch <- prometheus.MustNewConstMetric(r.bytesDesc, prometheus.GaugeValue, float64(st.DiskUsage()), part(p))
+	})
+	if n, live := r.src.Configs(); live != nil {
+		ch <- prometheus.MustNewConstMetric(r.configDesc, prometheus.GaugeValue, float64(n))
+		var oldest time.Time
+		for k, t := range r.cursors {
+			if !live([]byte(k)) {
+				delete(r.cursors, k)
+				continue
+			}
+			if oldest.IsZero() || t.Before(oldest) {
+				oldest = t
+			}
+		}
+		if !oldest.IsZero() {
+			ch <- prometheus.MustNewConstMetric(r.cursorAgeDesc, prometheus.GaugeValue, time.Since(oldest).Seconds())
+		}
+	}
+}
+
+// EntriesChanged forgets the cached key count of partition's store (a
+// task moved).
+func (r *Recorder) EntriesChanged(partition int32) {
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	delete(r.entries, partition)
+	r.mu.Unlock()
+}

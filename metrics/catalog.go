@@ -1,0 +1,118 @@
+package metrics
+
+// Type is the Prometheus type of a metric.
+type Type string
+
+// The metric types of the catalog.
+const (
+	Counter   Type = "counter"
+	Gauge     Type = "gauge"
+	Histogram Type = "histogram"
+)
+
+// Metric describes one metric of the catalog. Every metric also carries
+// the constant label application_id.
+type Metric struct {
+	Name   string
+	Type   Type
+	Unit   string // "records", "bytes", "seconds", "transactions", "ratio", ...
+	Labels []string
+	Help   string
+}
+
+// Names of the metrics. They are stable: a rename is a breaking change.
+const (
+	RunnerState         = "flechtwerk_runner_state"
+	RecordsIn           = "flechtwerk_records_in_total"
+	RecordsOut          = "flechtwerk_records_out_total"
+	InputBytes          = "flechtwerk_input_bytes_total"
+	OutputBytes         = "flechtwerk_output_bytes_total"
+	StateWrites         = "flechtwerk_state_writes_total"
+	StateValueBytes     = "flechtwerk_state_value_bytes"
+	InvalidRecords      = "flechtwerk_invalid_records_total"
+	DeadLetters         = "flechtwerk_dead_letters_total"
+	BatchRecords        = "flechtwerk_batch_records"
+	BatchDuration       = "flechtwerk_batch_duration_seconds"
+	RecordDuration      = "flechtwerk_record_duration_seconds"
+	TxnCommitted        = "flechtwerk_transactions_committed_total"
+	TxnAborted          = "flechtwerk_transactions_aborted_total"
+	CommitDuration      = "flechtwerk_commit_duration_seconds"
+	Fenced              = "flechtwerk_fenced_total"
+	Rebalances          = "flechtwerk_rebalances_total"
+	RebalanceDuration   = "flechtwerk_rebalance_duration_seconds"
+	Tasks               = "flechtwerk_tasks"
+	RestoreRecords      = "flechtwerk_restore_records_total"
+	RestoreRemaining    = "flechtwerk_restore_remaining_offsets"
+	RestoreProgress     = "flechtwerk_restore_progress_ratio"
+	RestoreDuration     = "flechtwerk_restore_duration_seconds"
+	ConsumerLag         = "flechtwerk_consumer_lag_records"
+	StoreEntries        = "flechtwerk_store_entries"
+	StoreBytes          = "flechtwerk_store_bytes"
+	ConfigEntries       = "flechtwerk_config_entries"
+	ExtractorPolls      = "flechtwerk_extractor_polls_total"
+	ExtractorPollErrors = "flechtwerk_extractor_poll_errors_total"
+	ExtractorPages      = "flechtwerk_extractor_pages_total"
+	ExtractorPollTime   = "flechtwerk_extractor_poll_duration_seconds"
+	ExtractorCursorAge  = "flechtwerk_extractor_cursor_age_seconds"
+)
+
+var catalog = []Metric{
+	{RunnerState, Gauge, "state", []string{"state"}, "1 for the runner's current state (starting, restoring, running, rebalancing, stopping, stopped, failed), 0 for the others."},
+
+	{RecordsIn, Counter, "records", []string{"topic", "partition"}, "Input records of committed batches (transaction markers excluded). Transformer."},
+	{RecordsOut, Counter, "records", []string{"partition"}, "Output records of committed transactions (a transformer's emits, an extractor's page records; partition is the task or token)."},
+	{InputBytes, Counter, "bytes", []string{"topic", "partition"}, "Key plus value bytes of the input records of committed batches. Transformer."},
+	{OutputBytes, Counter, "bytes", []string{"partition"}, "Key plus value bytes of the output records of committed transactions. Transformer."},
+	{StateWrites, Counter, "writes", []string{"partition"}, "Changelog writes (puts and tombstones, last write per key per transaction) of committed transactions. Transformer."},
+	{StateValueBytes, Histogram, "bytes", nil, "Size of each state value written to the changelog by a committed transaction (tombstones excluded). Transformer."},
+	{InvalidRecords, Counter, "records", []string{"policy"}, "Input records the invalid-record policy handled (skip, substitute, dead-letter). Transformer."},
+	{DeadLetters, Counter, "records", []string{"topic"}, "Records routed to a dead-letter topic inside a committed transaction. Transformer."},
+	{BatchRecords, Histogram, "records", nil, "Input records per batch (one poll). Transformer."},
+	{BatchDuration, Histogram, "seconds", nil, "Time of one batch, transform through commit of every task. Transformer."},
+	{RecordDuration, Histogram, "seconds", nil, "Mean transform time per record of one task's batch (observed once per task batch). Transformer."},
+	{TxnCommitted, Counter, "transactions", []string{"partition"}, "Transactions committed (a transformer's task batches, an extractor's pages)."},
+	{TxnAborted, Counter, "transactions", []string{"partition", "reason"}, "Task batches that ended without a commit: reason transform (a transform error), commit (the commit failed and was aborted), timeout (BatchTimeout), fenced (another instance took the task)."},
+	{CommitDuration, Histogram, "seconds", nil, "Time of one transaction commit: produce, offsets and EndTxn."},
+	{Fenced, Counter, "fences", []string{"partition"}, "Times a producer of this instance was fenced by a newer owner of its transactional ID."},
+	{Rebalances, Counter, "rebalances", nil, "Group rebalances this instance took part in (a revocation or an assignment that started one)."},
+	{RebalanceDuration, Histogram, "seconds", nil, "Time from the start of a rebalance until every assigned task was restored and fetching."},
+	{Tasks, Gauge, "tasks", []string{"state"}, "Tasks (or extractor tokens) of this instance by state: running, restoring, standby (always 0: there are no standby replicas)."},
+	{RestoreRecords, Counter, "records", []string{"partition"}, "Changelog records applied by restores."},
+	{RestoreRemaining, Gauge, "offsets", []string{"partition"}, "Changelog offsets left to read by the restore of a task (0 once restored)."},
+	{RestoreProgress, Gauge, "ratio", []string{"partition"}, "Fraction of the changelog partition's offsets a restore has read (1 once restored)."},
+	{RestoreDuration, Histogram, "seconds", nil, "Time of one task restore."},
+	{ConsumerLag, Gauge, "records", []string{"topic", "partition"}, "Last stable offset minus the group's committed offset, per input partition of a task this instance runs; computed at scrape time (at most once per second, one ListOffsets and one OffsetFetch). Transformer."},
+	{StoreEntries, Gauge, "entries", []string{"partition"}, "Keys in the store of a running task, counted at scrape time (at most once per 30s per store)."},
+	{StoreBytes, Gauge, "bytes", []string{"partition"}, "Disk space of the store of a running task (Pebble DiskSpaceUsage)."},
+	{ConfigEntries, Gauge, "entries", nil, "Live configs in the config table. Extractor."},
+	{ExtractorPolls, Counter, "polls", []string{"partition"}, "Polls that ended (partition is the token). Extractor."},
+	{ExtractorPollErrors, Counter, "polls", []string{"partition"}, "Polls that ended with an error (they end Run). Extractor."},
+	{ExtractorPages, Counter, "pages", []string{"partition"}, "Pages committed (each one transaction). Extractor."},
+	{ExtractorPollTime, Histogram, "seconds", nil, "Time of one poll, all its pages included. Extractor."},
+	{ExtractorCursorAge, Gauge, "seconds", nil, "Seconds since the stalest live config this instance polled last ended a poll successfully. Extractor."},
+}
+
+// Catalog returns every metric a runner registers.
+func Catalog() []Metric {
+	out := make([]Metric, len(catalog))
+	copy(out, catalog)
+	return out
+}
+
+// Lookup returns the metric named name. The suffixes Prometheus adds to a
+// histogram's series (_bucket, _sum, _count) are accepted.
+func Lookup(name string) (Metric, bool) {
+	for _, m := range catalog {
+		if m.Name == name {
+			return m, true
+		}
+		if m.Type == Histogram {
+			for _, s := range []string{"_bucket", "_sum", "_count"} {
+				if name == m.Name+s {
+					return m, true
+				}
+			}
+		}
+	}
+	return Metric{}, false
+}

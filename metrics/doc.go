@@ -1,0 +1,58 @@
+// Package metrics is the catalog of the Prometheus metrics a runner
+// records, and the HTTP handler of its probes.
+//
+// Metrics are off by default and nothing is registered globally: pass a
+// registry with runner.Metrics(reg). Every metric carries the constant
+// label application_id; partition is the task (input partition number) or
+// the extractor's token, topic an input topic. Names are stable and end in
+// their unit (_total for counters, _seconds, _bytes, _records, _ratio).
+// Two runners of one application id cannot share a registry (their series
+// would collide); New reports that.
+//
+// The catalog (Catalog returns it; docs/operations.md explains each and
+// gives alert rules):
+//
+//	flechtwerk_runner_state{state}                       gauge      1 for the current state
+//	flechtwerk_records_in_total{topic,partition}         counter    input records of committed batches
+//	flechtwerk_records_out_total{partition}              counter    output records committed
+//	flechtwerk_input_bytes_total{topic,partition}        counter    key+value bytes in
+//	flechtwerk_output_bytes_total{partition}             counter    key+value bytes out
+//	flechtwerk_state_writes_total{partition}             counter    changelog writes committed
+//	flechtwerk_state_value_bytes                         histogram  size of each state value written
+//	flechtwerk_invalid_records_total{policy}             counter    records an invalid-record policy handled
+//	flechtwerk_dead_letters_total{topic}                 counter    records routed to a dead-letter topic
+//	flechtwerk_batch_records                             histogram  records per batch
+//	flechtwerk_batch_duration_seconds                    histogram  batch time, transform through commit
+//	flechtwerk_record_duration_seconds                   histogram  mean transform time per record
+//	flechtwerk_transactions_committed_total{partition}   counter    transactions committed
+//	flechtwerk_transactions_aborted_total{partition,reason} counter task batches not committed
+//	flechtwerk_commit_duration_seconds                   histogram  commit latency
+//	flechtwerk_fenced_total{partition}                   counter    producers fenced by a newer owner
+//	flechtwerk_rebalances_total                          counter    rebalances
+//	flechtwerk_rebalance_duration_seconds                histogram  rebalance until every task runs
+//	flechtwerk_tasks{state}                              gauge      tasks running, restoring, standby
+//	flechtwerk_restore_records_total{partition}          counter    changelog records restored
+//	flechtwerk_restore_remaining_offsets{partition}      gauge      changelog offsets left to restore
+//	flechtwerk_restore_progress_ratio{partition}         gauge      restore progress, 0..1
+//	flechtwerk_restore_duration_seconds                  histogram  restore time
+//	flechtwerk_consumer_lag_records{topic,partition}     gauge      LSO minus committed offset
+//	flechtwerk_store_entries{partition}                  gauge      keys in a task's store
+//	flechtwerk_store_bytes{partition}                    gauge      disk space of a task's store
+//	flechtwerk_config_entries                            gauge      live configs (extractor)
+//	flechtwerk_extractor_polls_total{partition}          counter    polls ended
+//	flechtwerk_extractor_poll_errors_total{partition}    counter    polls failed
+//	flechtwerk_extractor_pages_total{partition}          counter    pages committed
+//	flechtwerk_extractor_poll_duration_seconds           histogram  poll time
+//	flechtwerk_extractor_cursor_age_seconds              gauge      since the stalest config's last good poll
+//
+// Values that need I/O or a scan are computed when the registry is
+// gathered, from the running Run: the lag (one ListOffsets and one
+// OffsetFetch, at most once per second), store entries (a key count, at
+// most once per 30s per store) and bytes, the config entries and cursor
+// age. Hot-path hooks cost a few counter adds per task batch, not per
+// record (see BenchmarkHooks in internal/metrics).
+//
+// # Concurrency
+//
+// Handler and Catalog are safe for concurrent use.
+package metrics

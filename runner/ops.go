@@ -1,0 +1,353 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/changelog"
+	"github.com/flechtwerk/flechtwerk/internal/config"
+	imetrics "github.com/flechtwerk/flechtwerk/internal/metrics"
+	"github.com/flechtwerk/flechtwerk/metrics"
+	"github.com/flechtwerk/flechtwerk/store"
+	"github.com/flechtwerk/flechtwerk/task"
+)
+
+// Metrics registers the metrics of the catalog (package metrics) on reg,
+// each with the constant label application_id. Default: none, and nothing
+// is registered anywhere. New reports a registration error (e.g. two
+// runners of one application on one registry) as
+// flechtwerk.CodeInvalidOption.
+func Metrics(reg prometheus.Registerer) Opt {
+	return opt(func(c *config.Options) { c.Registerer = reg })
+}
+
+// AdvertisedAddress sets the address (host:port) at which this instance
+// serves interactive queries (the user's own server over Runner.Get). It
+// is carried in the client id of the group member, "flechtwerk@" + addr,
+// so that Get on another instance can name this one as a key's owner (in
+// a *NotOwnerError); it replaces a client id set with WithKafkaOpts for the
+// group member only. Default: none advertised. Transformer only.
+func AdvertisedAddress(addr string) Opt {
+	return only(config.Transformer, "AdvertisedAddress", func(c *config.Options) { c.Advertise = addr })
+}
+
+// advertisePrefix starts the client id of a member that advertises an
+// address.
+const advertisePrefix = "flechtwerk@"
+
+// State is the state of a Runner.
+type State int
+
+// The states of a Runner, in the order of a Run.
+const (
+	// NotStarted: Run was not called yet.
+	NotStarted State = iota
+	// Starting: Run checks topics and joins the group.
+	Starting
+	// Restoring: a task restores its store from the changelog.
+	Restoring
+	// Running: every task of the instance is restored and fetching.
+	Running
+	// Rebalancing: the group moves tasks; nothing is processed.
+	Rebalancing
+	// Stopping: Run's ctx was canceled; Run finishes the batch and leaves.
+	Stopping
+	// Stopped: Run returned nil.
+	Stopped
+	// Failed: Run returned an error (Runner.State returns it).
+	Failed
+)
+
+var stateNames = []string{"not_started", "starting", "restoring", "running", "rebalancing", "stopping", "stopped", "failed"}
+
+func (s State) String() string {
+	if s < 0 || int(s) >= len(stateNames) {
+		return fmt.Sprintf("State(%d)", int(s))
+	}
+	return stateNames[s]
+}
+
+// State returns the runner's state and, when it is Failed, the error Run
+// returned. Safe for concurrent use.
+func (r *Runner) State() (State, error) {
+	r.ops.mu.Lock()
+	defer r.ops.mu.Unlock()
+	return r.ops.state, r.ops.err
+}
+
+// Healthy reports nil while Run is alive, else why not: Run not called,
+// or ended (with its error). For liveness probes; see metrics.Handler.
+func (r *Runner) Healthy() error {
+	switch s, err := r.State(); s {
+	case NotStarted:
+		return fmt.Errorf("runner: not started")
+	case Stopped:
+		return fmt.Errorf("runner: stopped")
+	case Failed:
+		return fmt.Errorf("runner: failed: %w", err)
+	}
+	return nil
+}
+
+// Ready reports nil while the runner is Running: every task this instance
+// owns is restored and fetching. For readiness probes.
+func (r *Runner) Ready() error {
+	if s, _ := r.State(); s != Running {
+		return fmt.Errorf("runner: not ready: %s", s)
+	}
+	return nil
+}
+
+// Handler returns the http.Handler of metrics.Handler for this runner:
+// /healthz, /readyz and /metrics (from g, usually the registry given to
+// Metrics; nil serves no /metrics).
+func (r *Runner) Handler(g prometheus.Gatherer) http.Handler { return metrics.Handler(r, g) }
+
+// ops is the operational state of a Runner: its State, the stores that
+// queries read, and the metrics hooks that need runner state.
+type ops struct {
+	m   *imetrics.Recorder
+	cfg *config.Options
+
+	mu        sync.Mutex
+	state     State
+	err       error
+	rebalAt   time.Time // start of the rebalance in progress
+	assigned  bool      // an assignment arrived since it started
+	restoring map[int32]time.Time
+	rn        *run
+
+	// qmu guards stores: queries hold it shared; the runner takes it
+	// exclusively before any store of a running task closes.
+	qmu    sync.RWMutex
+	stores map[int32]*store.Store // running tasks (nil value: stateless)
+}
+
+// initOps builds the metrics recorder (New calls it after the options).
+func (r *Runner) initOps() error {
+	r.ops.cfg = &r.cfg
+	m, err := imetrics.New(r.cfg.Registerer, r.cfg.ApplicationID)
+	if err != nil {
+		return flechtwerk.Errorf(flechtwerk.CodeInvalidOption, "Metrics", "registering the metrics: %v", err)
+	}
+	r.cfg.Metrics, r.ops.m = m, m
+	r.ops.set(NotStarted, nil)
+	return nil
+}
+
+func (o *ops) setLocked(s State, err error) {
+	o.state, o.err = s, err
+	o.m.State(stateNames[s], stateNames[1:])
+}
+
+func (o *ops) set(s State, err error) {
+	o.mu.Lock()
+	o.setLocked(s, err)
+	o.mu.Unlock()
+}
+
+// begin marks Run started; the returned function marks it ended with
+// *errp. An extractor is Running at once (its tokens restore
+// independently).
+func (o *ops) begin(ctx context.Context, extractor bool) func(errp *error) {
+	if extractor {
+		o.set(Running, nil)
+	} else {
+		o.set(Starting, nil)
+	}
+	stop := context.AfterFunc(ctx, func() {
+		o.mu.Lock()
+		if o.state < Stopping {
+			o.setLocked(Stopping, nil)
+		}
+		o.mu.Unlock()
+	})
+	return func(errp *error) {
+		stop()
+		if *errp != nil {
+			o.set(Failed, *errp)
+		} else {
+			o.set(Stopped, nil)
+		}
+	}
+}
+
+// consumerOpts are the group member options of ops: the advertised
+// address.
+func (o *ops) consumerOpts() []kgo.Opt {
+	if o.cfg.Advertise == "" {
+		return nil
+	}
+	return []kgo.Opt{kgo.ClientID(advertisePrefix + o.cfg.Advertise)}
+}
+
+// attach makes rn the run that queries and scrapes use; the returned
+// function detaches it.
+func (o *ops) attach(rn *run) func() {
+	o.mu.Lock()
+	o.rn = rn
+	o.mu.Unlock()
+	detach := o.m.Attach(source{o, rn})
+	return func() {
+		detach()
+		o.mu.Lock()
+		o.rn = nil
+		o.mu.Unlock()
+	}
+}
+
+// rebalance marks a rebalance in progress: an assignment (assigned) or a
+// revocation.
+func (o *ops) rebalance(assigned bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.rebalAt.IsZero() {
+		o.rebalAt = time.Now()
+		o.m.Rebalanced()
+	}
+	o.assigned = assigned
+	if o.state < Stopping {
+		o.setLocked(Rebalancing, nil)
+	}
+}
+
+// tasks records the running and pending tasks; the caller holds the batch
+// lock. A store leaves the queryable set before it closes.
+func (o *ops) tasks(running, pending map[int32]*task.Task) {
+	o.qmu.Lock()
+	var gone []int32
+	for n := range o.stores {
+		if running[n] == nil {
+			delete(o.stores, n)
+			gone = append(gone, n)
+		}
+	}
+	for n, t := range running {
+		if o.stores == nil {
+			o.stores = map[int32]*store.Store{}
+		}
+		o.stores[n] = t.Store()
+	}
+	o.qmu.Unlock()
+	for _, n := range gone {
+		o.m.EntriesChanged(n) // takes the recorder's lock: not under qmu
+	}
+	o.m.Tasks(len(running), len(pending))
+
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for n, began := range o.restoring {
+		if running[n] != nil {
+			o.m.Restored(n, time.Since(began))
+			delete(o.restoring, n)
+		} else if pending[n] == nil {
+			delete(o.restoring, n)
+		}
+	}
+	if o.state >= Stopping || o.state == Running {
+		return
+	}
+	switch {
+	case len(pending) > 0:
+		o.setLocked(Restoring, nil)
+	case o.assigned:
+		o.setLocked(Running, nil)
+		if !o.rebalAt.IsZero() {
+			o.m.RebalanceDone(time.Since(o.rebalAt))
+			o.rebalAt = time.Time{}
+		}
+	}
+}
+
+// restoreLogEvery is how often a restore logs its progress.
+const restoreLogEvery = 5 * time.Second
+
+// restoreContext makes the restore of task n report its progress: to the
+// metrics, and to the log every restoreLogEvery.
+func (o *ops) restoreContext(ctx context.Context, n int32) context.Context {
+	o.mu.Lock()
+	if o.restoring == nil {
+		o.restoring = map[int32]time.Time{}
+	}
+	o.restoring[n] = time.Now()
+	o.mu.Unlock()
+	logged := time.Now()
+	return changelog.WithProgress(ctx, func(p changelog.Progress) {
+		o.m.Restoring(n, p.Next-p.Start, p.End-p.Start, p.Applied)
+		if time.Since(logged) < restoreLogEvery {
+			return
+		}
+		logged = time.Now()
+		took := time.Since(p.Began)
+		done, left := p.Next-p.Start, p.End-p.Next
+		rate := float64(done) / took.Seconds()
+		var eta time.Duration
+		if rate > 0 {
+			eta = time.Duration(float64(left) / rate * float64(time.Second)).Round(time.Second)
+		}
+		o.cfg.Logger.Info("restoring", "partition", n, "changelog", p.Topic,
+			"offsets_done", done, "offsets_total", p.End-p.Start, "records", p.Records,
+			"rate_per_s", int64(rate), "eta", eta)
+	})
+}
+
+// source is the scrape-time metrics source of a transformer run.
+type source struct {
+	o  *ops
+	rn *run
+}
+
+func (s source) Lag(ctx context.Context) (map[imetrics.TP]int64, error) {
+	s.o.qmu.RLock()
+	owned := make([]int32, 0, len(s.o.stores))
+	for n := range s.o.stores {
+		owned = append(owned, n)
+	}
+	s.o.qmu.RUnlock()
+	if len(owned) == 0 {
+		return nil, nil
+	}
+	c := s.o.cfg
+	lso, err := s.rn.adm.ListCommittedOffsets(ctx, c.InputTopics...)
+	if err != nil {
+		return nil, err
+	}
+	committed, err := s.rn.adm.FetchOffsets(ctx, c.Group())
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[imetrics.TP]int64, len(owned)*len(c.InputTopics))
+	for _, topic := range c.InputTopics {
+		for _, n := range owned {
+			end, ok := lso.Lookup(topic, n)
+			if !ok || end.Err != nil {
+				continue
+			}
+			at := int64(0)
+			if o, ok := committed.Lookup(topic, n); ok && o.Err == nil && o.At >= 0 {
+				at = o.At
+			}
+			out[imetrics.TP{Topic: topic, Partition: n}] = max(end.Offset-at, 0)
+		}
+	}
+	return out, nil
+}
+
+func (s source) Stores(fn func(int32, *store.Store)) {
+	s.o.qmu.RLock()
+	defer s.o.qmu.RUnlock()
+	for n, st := range s.o.stores {
+		if st != nil {
+			fn(n, st)
+		}
+	}
+}
+
+func (source) Configs() (int, func([]byte) bool) { return 0, nil }

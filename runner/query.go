@@ -1,0 +1,161 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrNotOwner is matched (errors.Is) by a *NotOwnerError.
+var ErrNotOwner = errors.New("runner: partition not owned by this instance")
+
+// ErrNotQueryable is returned by Get and Range when there is no state to
+// read: Run is not running, or the transformer is stateless or an
+// extractor.
+var ErrNotQueryable = errors.New("runner: no state to query")
+
+// NotOwnerError is returned by Get and Range for a partition whose task
+// this instance does not run (or not yet: it may be restoring). It names
+// the owner when the group knows one; Addr is the owner's advertised
+// address (see AdvertisedAddress), empty when it advertises none.
+type NotOwnerError struct {
+	Application string
+	Partition   int32
+	// Member is the group member id of the owner, empty when no member
+	// holds the partition (a rebalance is in progress) or the group could
+	// not be described.
+	Member   string
+	ClientID string
+	Addr     string
+	// Self reports that this instance holds the partition but its task is
+	// still restoring.
+	Self bool
+	// Err is why the owner is unknown (describing the group failed).
+	Err error
+}
+
+func (e *NotOwnerError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "runner: partition %d of application %s is not served by this instance", e.Partition, e.Application)
+	switch {
+	case e.Self:
+		b.WriteString(": its task is still restoring here")
+	case e.Addr != "":
+		fmt.Fprintf(&b, "; owner: %s (member %s)", e.Addr, e.Member)
+	case e.Member != "":
+		fmt.Fprintf(&b, "; owner: member %s (client id %q), which advertises no address", e.Member, e.ClientID)
+	case e.Err != nil:
+		fmt.Fprintf(&b, "; owner unknown: %v", e.Err)
+	default:
+		b.WriteString("; no instance owns it now (a rebalance is in progress?)")
+	}
+	return b.String()
+}
+
+func (e *NotOwnerError) Unwrap() error { return e.Err }
+
+// Is matches ErrNotOwner.
+func (e *NotOwnerError) Is(target error) bool { return target == ErrNotOwner }
+
+// Get returns the committed state of key in the store of task partition
+// (the input partition number the key's records go to), as the changelog
+// holds it: never a write of a transaction that has not committed.
+// Values are the encoded state (the transformer's codec). A partition
+// whose task this instance does not run gives a *NotOwnerError
+// (errors.Is(err, ErrNotOwner)) naming the owner when one is known. Safe
+// for concurrent use while Run runs; ctx bounds the owner lookup.
+func (r *Runner) Get(ctx context.Context, partition int32, key []byte) (value []byte, found bool, err error) {
+	err = r.withStore(ctx, partition, func(st storeReader) error {
+		value, found, err = st.Get(key)
+		return err
+	})
+	return value, found, err
+}
+
+// Range calls fn for every key of the committed state of task partition,
+// in key order, until fn returns false; the slices are valid only during
+// the call. Errors as Get. The task's store cannot close while Range
+// runs: a rebalance waits for it, so keep fn quick.
+func (r *Runner) Range(ctx context.Context, partition int32, fn func(key, value []byte) bool) error {
+	return r.withStore(ctx, partition, func(st storeReader) error { return st.Range(fn) })
+}
+
+type storeReader interface {
+	Get(key []byte) ([]byte, bool, error)
+	Range(fn func(key, value []byte) bool) error
+}
+
+func (r *Runner) withStore(ctx context.Context, partition int32, fn func(storeReader) error) error {
+	if r.proc == nil || !r.proc.Stateful() {
+		return fmt.Errorf("%w: application %s runs no stateful transformer", ErrNotQueryable, r.cfg.ApplicationID)
+	}
+	o := &r.ops
+	o.qmu.RLock()
+	st, ok := o.stores[partition]
+	if ok && st != nil {
+		defer o.qmu.RUnlock()
+		if err := fn(st); err != nil {
+			return fmt.Errorf("runner: reading the store of partition %d: %w", partition, err)
+		}
+		return nil
+	}
+	o.qmu.RUnlock()
+	return r.notOwner(ctx, partition)
+}
+
+// notOwner describes the group to name the owner of partition.
+func (r *Runner) notOwner(ctx context.Context, partition int32) error {
+	o := &r.ops
+	o.mu.Lock()
+	rn := o.rn
+	o.mu.Unlock()
+	if rn == nil {
+		return fmt.Errorf("%w: Run is not running (state %s)", ErrNotQueryable, o.stateNow())
+	}
+	e := &NotOwnerError{Application: r.cfg.ApplicationID, Partition: partition}
+	groups, err := rn.adm.DescribeGroups(ctx, r.cfg.Group())
+	if err == nil {
+		err = groups.Error()
+	}
+	if err != nil {
+		e.Err = err
+		return e
+	}
+	self := rn.consumer.GroupMetadata
+	for _, g := range groups {
+		for _, m := range g.Members {
+			ca, ok := m.Assigned.AsConsumer()
+			if !ok {
+				continue
+			}
+			for _, t := range ca.Topics {
+				if t.Topic != r.cfg.InputTopics[0] {
+					continue
+				}
+				for _, p := range t.Partitions {
+					if p != partition {
+						continue
+					}
+					if id, _ := self(); id == m.MemberID {
+						e.Self = true
+						return e
+					}
+					e.Member, e.ClientID = m.MemberID, m.ClientID
+					e.Addr, _ = strings.CutPrefix(m.ClientID, advertisePrefix)
+					if !strings.HasPrefix(m.ClientID, advertisePrefix) {
+						e.Addr = ""
+					}
+					return e
+				}
+			}
+		}
+	}
+	return e
+}
+
+func (o *ops) stateNow() State {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.state
+}
