@@ -9,6 +9,7 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/config"
 	"github.com/flechtwerk/flechtwerk/internal/extract"
 	"github.com/flechtwerk/flechtwerk/internal/pollstage"
+	"github.com/flechtwerk/flechtwerk/internal/sinkstage"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 )
 
@@ -26,6 +27,7 @@ type Runner struct {
 	kind    config.Kind
 	proc    stage.Transformer // a transformer
 	ex      *extract.Engine   // an extractor
+	snk     sinkstage.Sink    // a sink
 	started atomic.Bool
 }
 
@@ -53,11 +55,13 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "stage", "transformer or extractor is nil"))
 	case x != nil:
 		r.kind = config.Extractor
+	case sinkOf(s) != nil:
+		r.kind, r.snk, stateful = config.Sink, sinkOf(s), false
 	default:
 		proc, ok := stage.TransformerOf(s)
 		if !ok {
 			errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "stage",
-				"%T is not a stage runner.New runs (a *transformer.Transformer or an *extractor.Extractor)", s))
+				"%T is not a stage runner.New runs (a *transformer.Transformer, an *extractor.Extractor or a *sink.Stage)", s))
 			break
 		}
 		r.kind, r.proc, stateful = config.Transformer, proc, proc.Stateful()
@@ -73,6 +77,9 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 	}
 	if err := r.cfg.Validate(r.kind, stateful); err != nil {
 		errs = append(errs, err)
+	}
+	if r.snk != nil {
+		errs = append(errs, r.validateSink())
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -94,6 +101,9 @@ func (r *Runner) Changelog() string { return r.cfg.Changelog() }
 func (r *Runner) Run(ctx context.Context) error {
 	if !r.started.CompareAndSwap(false, true) {
 		return ErrRunTwice
+	}
+	if r.snk != nil {
+		return r.runSink(ctx) // a sink has no stores
 	}
 	defer r.pruneStores(ctx)()
 	if r.ex != nil {
