@@ -183,6 +183,12 @@ func (sr *sinkRun) committed(ctx context.Context, want map[string][]int32) (map[
 		sort.Strings(ts)
 	}
 	resps, err := sr.adm.FetchOffsetsForTopics(ctx, g, ts...)
+	noGroup := errors.Is(err, kerr.GroupIDNotFound)
+	if noGroup {
+		// A group that does not exist (yet) has no commits; some
+		// coordinators answer so instead of -1 offsets.
+		resps, err = kadm.OffsetResponses{}, nil
+	}
 	if err != nil {
 		return nil, &OffsetFetchError{Group: g, Err: err}
 	}
@@ -209,7 +215,9 @@ func (sr *sinkRun) committed(ctx context.Context, want map[string][]int32) (map[
 	}
 	for t, ps := range want {
 		for _, p := range ps {
-			if _, ok := out[t][p]; !ok {
+			if _, ok := out[t][p]; !ok && noGroup {
+				out[t][p] = -1
+			} else if !ok {
 				return nil, &OffsetFetchError{Group: g, Topic: t, Partition: p, Err: errors.New("missing from the coordinator's answer")}
 			}
 		}
