@@ -156,13 +156,15 @@ func (sr *sinkRun) consumerOpts(base []kgo.Opt) []kgo.Opt {
 		})
 	}
 	// At-most-once: franz-go's own auto-commit on a timer, committing
-	// what was polled (the default revoke commits it as well).
+	// everything polled, written or not (greedy; the default revoke
+	// commits it as well).
 	opts := slices.Concat(base, c.ConsumerOpts)
 	opts = append(opts,
 		kgo.ConsumerGroup(c.Group()),
 		kgo.ConsumeTopics(c.InputTopics...),
 		kgo.Balancers(kgo.RangeBalancer()),
 		kgo.AutoCommitInterval(c.AutoCommitInterval),
+		kgo.GreedyAutoCommit(),
 		kgo.SessionTimeout(c.SessionTimeout),
 		kgo.HeartbeatInterval(min(3*time.Second, c.SessionTimeout/3)),
 	)
