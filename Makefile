@@ -27,3 +27,10 @@ bench:
 # One long chaos run against Apache Kafka (transaction version 2).
 chaos-long:
 	KAFKA_TEST_VERSIONS=2 CHAOS_RECORDS=1000000 GOTEST_FLAGS= bash integration/kafka/test-kafka.sh
+
+# The PostgreSQL tests (the sink example's kill test) with a throw-away
+# server started by integration/postgres/test-postgres.sh.
+test: test-postgres
+.PHONY: test-postgres
+test-postgres:
+	GO=$(GO) PG_TEST_PACKAGES="./examples/pgsink ./internal/pgtest" bash integration/postgres/test-postgres.sh

@@ -49,8 +49,9 @@ type Order struct {
 
 type flags struct {
 	brokers, pgURL, app, topic, table string
-	partitions, orders                int
+	partitions, orders, maxPoll       int
 	writeDelay, afterWriteDelay       time.Duration
+	sessionTimeout                    time.Duration
 	trace, verbose                    bool
 }
 
@@ -63,6 +64,8 @@ func main() {
 	flag.StringVar(&f.table, "table", "orders", "table to upsert into (created if missing)")
 	flag.IntVar(&f.partitions, "partitions", 3, "partitions of the topic the demo creates")
 	flag.IntVar(&f.orders, "orders", 100, "orders the demo produces")
+	flag.DurationVar(&f.sessionTimeout, "session-timeout", 10*time.Second, "consumer group session timeout")
+	flag.IntVar(&f.maxPoll, "max-poll-records", 500, "records per poll cycle")
 	flag.DurationVar(&f.writeDelay, "write-delay", 0, "sleep inside each database transaction, before it commits")
 	flag.DurationVar(&f.afterWriteDelay, "after-write-delay", 0, "sleep after each database commit, before the write returns")
 	flag.BoolVar(&f.trace, "trace", false, "print a line per written batch")
@@ -192,6 +195,8 @@ func run(f flags) error {
 		runner.SeedBrokers(seeds...),
 		runner.ApplicationID(f.app),
 		runner.InputTopics(f.topic),
+		runner.MaxPollRecords(f.maxPoll),
+		runner.SessionTimeout(f.sessionTimeout),
 		runner.WithLogger(logger),
 	)
 	if err != nil {
