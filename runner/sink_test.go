@@ -157,7 +157,11 @@ func TestSinkAtLeastOnceFanOut(t *testing.T) {
 		runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(topic))
 	kafkatest.WaitFor(t, 30*time.Second, "committed offsets at the end", func() bool {
 		com := c.CommittedOffsets(t, app, topic)
-		return com[0] == 30 && com[1] == 30
+		if com[0] != 30 || com[1] != 30 {
+			t.Logf("committed %v, ends %v, written %d", com, c.EndOffsets(t, topic), len(m.values()))
+			return false
+		}
+		return true
 	})
 	require.NoError(t, stop())
 	var want []string
