@@ -20,7 +20,7 @@ GO ?= go
 
 .PHONY: test test-embedded test-kafka test-cluster test-secure run bench chaos-long chaos-long-cluster
 
-test: test-embedded test-kafka test-cluster test-secure fuzz
+test: test-embedded test-kafka test-cluster test-secure test-postgres fuzz
 
 test-embedded:
 	$(GO) vet ./...
@@ -54,3 +54,8 @@ chaos-long:
 chaos-long-cluster:
 	CLUSTER_CHAOS_RECORDS=1000000 CHAOS_KILLS=40 CHAOS_ZOMBIES=4 CHAOS_STOPS=4 \
 	CHAOS_BROKER_KILLS=12 CHAOS_BROKER_FREEZES=4 CHAOS_ELECTIONS=6 bash integration/kafka/test-cluster.sh
+# The PostgreSQL tests (the sink example's kill test) with a throw-away
+# server started by integration/postgres/test-postgres.sh.
+.PHONY: test-postgres
+test-postgres:
+	GO=$(GO) PG_TEST_PACKAGES="./examples/pgsink ./internal/pgtest" bash integration/postgres/test-postgres.sh

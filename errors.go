@@ -55,6 +55,13 @@ const (
 	// dead-letter policy without a topic, a substitute policy without a
 	// hook).
 	CodeInvalidRecordPolicy Code = "INVALID_RECORD_POLICY"
+	// CodeNoDelivery: a sink declared no delivery mode
+	// (sink.Delivery(sink.AtLeastOnce) or sink.AtMostOnce).
+	CodeNoDelivery Code = "NO_DELIVERY_MODE"
+	// CodeDeliveryConflict: delivery settings contradict each other, e.g.
+	// a timer auto-commit for an at-least-once sink or a commit
+	// keepalive for an at-most-once one.
+	CodeDeliveryConflict Code = "DELIVERY_CONFLICT"
 )
 
 // Codes of runtime errors: errors that end Run after processing started.
@@ -64,6 +71,10 @@ const (
 	// CodeBatchTimeout: a batch did not finish within BatchTimeout.
 	// Nothing of it was committed; its records are redelivered.
 	CodeBatchTimeout Code = "BATCH_TIMEOUT"
+	// CodeOffsetFetch: the group's committed offsets could not be fetched
+	// when a sink started or was assigned partitions. Run fails rather
+	// than fall back to the reset policy.
+	CodeOffsetFetch Code = "OFFSET_FETCH_FAILED"
 )
 
 // Sentinels, one per code: errors.Is(err, ErrMissingTopic) is true for every
@@ -83,10 +94,15 @@ var (
 	ErrNoPollInterval      = &ConfigError{Code: CodeNoPollInterval}
 	ErrNoConfigTopics      = &ConfigError{Code: CodeNoConfigTopics}
 	ErrInvalidRecordPolicy = &ConfigError{Code: CodeInvalidRecordPolicy}
+	ErrNoDelivery          = &ConfigError{Code: CodeNoDelivery}
+	ErrDeliveryConflict    = &ConfigError{Code: CodeDeliveryConflict}
 
 	// ErrBatchTimeout matches the error that ends Run when a batch did
 	// not finish within BatchTimeout.
 	ErrBatchTimeout = errors.New("flechtwerk: " + string(CodeBatchTimeout))
+	// ErrOffsetFetch matches the error that ends Run when a sink could
+	// not fetch the group's committed offsets.
+	ErrOffsetFetch = errors.New("flechtwerk: " + string(CodeOffsetFetch))
 )
 
 // ConfigError is a configuration problem found before anything was

@@ -287,3 +287,30 @@ func InvalidRecords(p InvalidRecordPolicy) Opt {
 		c.InvalidRecords = append(c.InvalidRecords, p.p)
 	})
 }
+
+// Sink options. A sink (package sink) takes InputTopics, MaxPollRecords,
+// Concurrency, SessionTimeout and the shared options as well; its delivery
+// mode is declared on the sink (sink.Delivery).
+
+// CommitKeepalive sets how often an idle partition of an at-least-once
+// sink re-commits its offset, so the broker's offset retention
+// (offsets.retention.minutes, 7 days by default; its clock runs for groups
+// without members) never expires a live service's position. Keep it well
+// below the retention. Default 30 minutes. Given for an at-most-once sink it
+// is a flechtwerk.CodeDeliveryConflict error. Sink only.
+func CommitKeepalive(d time.Duration) Opt {
+	return only(config.Sink, "CommitKeepalive", func(c *config.Options) {
+		c.CommitKeepalive, c.CommitKeepaliveSet = d, true
+	})
+}
+
+// AutoCommitInterval sets the timer of an at-most-once sink: the offsets of
+// what was polled are committed every interval, whether it was written or
+// not (a crash loses what was polled and not written). Default 5s. Given for
+// an at-least-once sink it is a flechtwerk.CodeDeliveryConflict error. Sink
+// only.
+func AutoCommitInterval(d time.Duration) Opt {
+	return only(config.Sink, "AutoCommitInterval", func(c *config.Options) {
+		c.AutoCommitInterval, c.AutoCommitIntervalSet = d, true
+	})
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/config"
 	"github.com/flechtwerk/flechtwerk/internal/extract"
 	"github.com/flechtwerk/flechtwerk/internal/pollstage"
+	"github.com/flechtwerk/flechtwerk/internal/sinkstage"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 )
 
@@ -28,6 +29,7 @@ type Runner struct {
 	proc    stage.Transformer // a transformer
 	ex      *extract.Engine   // an extractor
 	policy  *batch.Policy     // a transformer's invalid-record policy
+	snk     sinkstage.Sink    // a sink
 	started atomic.Bool
 	ops     ops
 }
@@ -56,11 +58,13 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "stage", "transformer or extractor is nil"))
 	case x != nil:
 		r.kind = config.Extractor
+	case sinkOf(s) != nil:
+		r.kind, r.snk, stateful = config.Sink, sinkOf(s), false
 	default:
 		proc, ok := stage.TransformerOf(s)
 		if !ok {
 			errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "stage",
-				"%T is not a stage runner.New runs (a *transformer.Transformer or an *extractor.Extractor)", s))
+				"%T is not a stage runner.New runs (a *transformer.Transformer, an *extractor.Extractor or a *sink.Stage)", s))
 			break
 		}
 		r.kind, r.proc, stateful = config.Transformer, proc, proc.Stateful()
@@ -78,6 +82,9 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 		errs = append(errs, err)
 	}
 	errs = append(errs, r.initOps())
+	if r.snk != nil {
+		errs = append(errs, r.validateSink())
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -106,6 +113,9 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		return ErrRunTwice
 	}
 	defer r.ops.begin(ctx, r.ex != nil)(&err)
+	if r.snk != nil {
+		return r.runSink(ctx) // a sink has no stores
+	}
 	defer r.pruneStores(ctx)()
 	if r.ex != nil {
 		return r.ex.Run(ctx)

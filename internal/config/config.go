@@ -27,11 +27,16 @@ const (
 	Transformer Kind = iota
 	// Extractor polls sources for the configs of config topics.
 	Extractor
+	// Sink writes the records of input topics outside Kafka.
+	Sink
 )
 
 func (k Kind) String() string {
-	if k == Extractor {
+	switch k {
+	case Extractor:
 		return "an extractor"
+	case Sink:
+		return "a sink"
 	}
 	return "a transformer"
 }
@@ -81,6 +86,14 @@ type Options struct {
 	// Invalid records (a transformer only): every InvalidRecords option
 	// given, in order; see invalid.go.
 	InvalidRecords []InvalidRecords
+	// Sink only (the sink's delivery mode is declared on the sink).
+	// CommitKeepalive re-commits idle partitions (at-least-once);
+	// AutoCommitInterval is the commit timer (at-most-once). The Set
+	// flags tell an explicit option from the default.
+	CommitKeepalive       time.Duration
+	CommitKeepaliveSet    bool
+	AutoCommitInterval    time.Duration
+	AutoCommitIntervalSet bool
 
 	set map[string]Kind // kind-specific options given, by option name
 }
@@ -100,6 +113,8 @@ func Defaults(kind Kind) Options {
 		CommitMaxRecords:   100_000,
 		CommitMaxBytes:     64 << 20,
 		PageTimeout:        30 * time.Second,
+		CommitKeepalive:    30 * time.Minute,
+		AutoCommitInterval: 5 * time.Second,
 	}
 	if kind == Extractor {
 		// A poll holds its slot for a whole source request, not for
@@ -133,7 +148,7 @@ func (o *Options) Validate(kind Kind, stateful bool) error {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		if k := o.set[name]; k != kind {
+		if k := o.set[name]; k != kind && !(kind == Sink && sinkAccepts[name]) {
 			bad(flechtwerk.CodeInvalidOption, name, "an option for %s only, given for %s", k, kind)
 		}
 	}
@@ -199,6 +214,46 @@ func (o *Options) Validate(kind Kind, stateful bool) error {
 		if o.StateDir == "" {
 			bad(flechtwerk.CodeInvalidOption, "StateDir", "an extractor needs a state directory for its cursors")
 		}
+	}
+	if kind == Sink {
+		errs = append(errs, o.validateSink()...)
+	}
+	return errors.Join(errs...)
+}
+
+// sinkAccepts are the transformer options a sink takes as well.
+var sinkAccepts = map[string]bool{"InputTopics": true, "MaxPollRecords": true}
+
+// validateSink checks the options of a sink but its delivery settings
+// (see Delivery).
+func (o *Options) validateSink() []error {
+	var errs []error
+	errs = append(errs, o.topics("InputTopics", "an input", o.InputTopics, flechtwerk.CodeNoInputTopics, "no input topics")...)
+	if o.MaxPollRecords <= 0 {
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidOption, "MaxPollRecords", "must be positive, is %d", o.MaxPollRecords))
+	}
+	if o.CommitKeepalive <= 0 {
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidOption, "CommitKeepalive", "must be positive, is %v", o.CommitKeepalive))
+	}
+	if o.AutoCommitInterval <= 0 {
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidOption, "AutoCommitInterval", "must be positive, is %v", o.AutoCommitInterval))
+	}
+	return errs
+}
+
+// ValidateDelivery reports delivery settings that contradict the mode a
+// sink declared (atLeastOnce: true for at-least-once, false for
+// at-most-once), as *flechtwerk.ConfigError values with
+// CodeDeliveryConflict.
+func (o *Options) ValidateDelivery(atLeastOnce bool) error {
+	var errs []error
+	if atLeastOnce && o.AutoCommitIntervalSet {
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeDeliveryConflict, "AutoCommitInterval",
+			"the sink is at-least-once, which commits an offset only after its records are written; a timer auto-commit (at-most-once) contradicts it"))
+	}
+	if !atLeastOnce && o.CommitKeepaliveSet {
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeDeliveryConflict, "CommitKeepalive",
+			"the sink is at-most-once, whose timer auto-commit keeps offsets alive; CommitKeepalive is for at-least-once sinks"))
 	}
 	return errors.Join(errs...)
 }

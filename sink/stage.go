@@ -1,0 +1,121 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/internal/sinkstage"
+)
+
+// The runtime drives a *Stage through internal/sinkstage; nothing of it is
+// exported here.
+func init() {
+	sinkstage.RegisterSink(func(v any) (sinkstage.Sink, bool) {
+		s, ok := v.(sealed)
+		if !ok {
+			return nil, false
+		}
+		return s.engine(), true
+	})
+}
+
+// sealed is implemented by *Stage[V] only: its method is unexported.
+type sealed interface{ engine() sinkstage.Sink }
+
+func (s *Stage[V]) engine() sinkstage.Sink { return adapter[V]{s} }
+
+// adapter is the engine's view of a *Stage[V].
+type adapter[V any] struct{ s *Stage[V] }
+
+func (a adapter[V]) Validate() error { return a.s.Validate() }
+
+func (a adapter[V]) Delivery() sinkstage.Delivery {
+	if a.s == nil {
+		return sinkstage.Unset
+	}
+	switch a.s.mode {
+	case AtLeastOnce:
+		return sinkstage.AtLeastOnce
+	case AtMostOnce:
+		return sinkstage.AtMostOnce
+	}
+	return sinkstage.Unset
+}
+
+func (a adapter[V]) HasResume() bool { return a.s.resume != nil }
+
+func recover2(err *error) {
+	if v := recover(); v != nil {
+		*err = flechtwerk.Recovered(v)
+	}
+}
+
+func (a adapter[V]) Prepare(ctx context.Context, r *kgo.Record) (outs []sinkstage.Output, err error) {
+	s := a.s
+	if r.Value == nil && !s.tombstones {
+		return nil, nil
+	}
+	rec := Record[V]{
+		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+		Key: r.Key, Timestamp: r.Timestamp, Tombstone: r.Value == nil,
+	}
+	for _, h := range r.Headers {
+		rec.Headers = append(rec.Headers, Header{Key: h.Key, Value: h.Value})
+	}
+	part := "value"
+	defer func() {
+		if err != nil {
+			err = &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Part: part, Err: err}
+		}
+	}()
+	if r.Value != nil {
+		if err := func() (err error) {
+			defer recover2(&err)
+			rec.Value, err = s.codec.Decode(r.Value)
+			return err
+		}(); err != nil {
+			return nil, err
+		}
+	}
+	if s.expand == nil {
+		return []sinkstage.Output{rec}, nil
+	}
+	part = "expand"
+	var recs []Record[V]
+	if err := func() (err error) {
+		defer recover2(&err)
+		recs, err = s.expand(ctx, rec)
+		return err
+	}(); err != nil {
+		return nil, err
+	}
+	outs = make([]sinkstage.Output, len(recs))
+	for i, o := range recs {
+		outs[i] = o
+	}
+	return outs, nil
+}
+
+func (a adapter[V]) Write(ctx context.Context, outs []sinkstage.Output) (err error) {
+	batch := make([]Record[V], len(outs))
+	for i, o := range outs {
+		rec, ok := o.(Record[V])
+		if !ok {
+			return fmt.Errorf("sink: internal error: output is %T, not prepared by this sink", o)
+		}
+		batch[i] = rec
+	}
+	defer recover2(&err)
+	return a.s.sink.Write(ctx, batch)
+}
+
+func (a adapter[V]) Resume(ctx context.Context, topic string, partitions []int32) (offs map[int32]int64, err error) {
+	if a.s.resume == nil {
+		return nil, nil
+	}
+	defer recover2(&err)
+	return a.s.resume(ctx, topic, partitions)
+}
