@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(childEnv); dir != "" {
 		os.Exit(holdStore(dir))
 	}
+	if dir := os.Getenv(killChildEnv); dir != "" {
+		os.Exit(commitForever(dir))
+	}
 	os.Exit(m.Run())
 }
 
