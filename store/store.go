@@ -228,7 +228,7 @@ func (s *Store) create() error {
 		return fmt.Errorf("store: opening %s: %w", s.dir, err)
 	}
 	m, _ := json.Marshal(meta{Layout: Layout, ApplicationID: s.app})
-	if err := db.Set(metaKey, m, pebble.NoSync); err != nil {
+	if err := db.Set(metaKey, m, pebble.Sync); err != nil {
 		db.Close()
 		return fmt.Errorf("store: writing the metadata of %s: %w", s.dir, err)
 	}
@@ -240,8 +240,8 @@ func (s *Store) create() error {
 	return nil
 }
 
-// pebbleOptions are the options of every Pebble open. The WAL is on and
-// commits do not sync: see the package doc, "Crash consistency".
+// pebbleOptions are the options of every Pebble open. The WAL is on: see
+// the package doc, "Crash consistency".
 func (s *Store) pebbleOptions() *pebble.Options {
 	return &pebble.Options{
 		Logger: pebbleLogger{l: s.logger.With("store", s.dir)},
@@ -355,7 +355,11 @@ func (s *Store) apply(ws []Write, cp *Checkpoint) error {
 			return fmt.Errorf("store: batch in %s: %w", s.dir, err)
 		}
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	opt := pebble.NoSync
+	if cp != nil {
+		opt = pebble.Sync // see the package doc, "Crash consistency"
+	}
+	if err := b.Commit(opt); err != nil {
 		return fmt.Errorf("store: commit in %s: %w", s.dir, err)
 	}
 	return nil
