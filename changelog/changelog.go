@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -348,7 +349,7 @@ func restoreRange(ctx context.Context, topic string, partition int32, from, end 
 		writes  []store.Write
 	)
 	err = lso.ReadRange(ctx, cl, topic, partition, from, end, func(rs []*kgo.Record) error {
-		writes = writes[:0]
+		writes = slices.Grow(writes[:0], len(rs))
 		for _, r := range rs {
 			w := store.Write{Key: r.Key}
 			if r.Value == nil {
@@ -362,7 +363,7 @@ func restoreRange(ctx context.Context, topic string, partition int32, from, end 
 		// after it: its timestamp bounds their write time from below.
 		last := rs[len(rs)-1]
 		cp.Next, cp.Time = last.Offset+1, last.Timestamp
-		if err := st.ApplyCheckpoint(writes, cp); err != nil {
+		if err := st.ApplyRestored(writes, cp); err != nil {
 			return err
 		}
 		applied += len(writes)

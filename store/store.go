@@ -309,7 +309,7 @@ func (s *Store) Apply(ws []Write) error {
 	if len(ws) == 0 {
 		return nil
 	}
-	return s.apply(ws, nil)
+	return s.apply(ws, nil, pebble.NoSync)
 }
 
 // ApplyThrough writes ws, the state writes of one committed transaction,
@@ -323,17 +323,30 @@ func (s *Store) ApplyThrough(ws []Write, next int64) error {
 	return s.ApplyCheckpoint(ws, Checkpoint{TopicID: s.cp.TopicID, Next: next, Time: time.Now()})
 }
 
-// ApplyCheckpoint writes ws and cp in one Pebble batch: after any crash the
-// store holds both or neither.
+// ApplyCheckpoint writes ws and cp in one Pebble batch, synced to disk:
+// after any crash the store holds both or neither, and after a process
+// crash (SIGKILL) both.
 func (s *Store) ApplyCheckpoint(ws []Write, cp Checkpoint) error {
-	if err := s.apply(ws, &cp); err != nil {
+	return s.applyCheckpoint(ws, cp, pebble.Sync)
+}
+
+// ApplyRestored is ApplyCheckpoint without the sync, for the batches of a
+// restore: a crash may lose the last of them (with their checkpoints),
+// which the next restore replays again. The restore's final checkpoint
+// goes through ApplyCheckpoint, whose sync covers the earlier batches.
+func (s *Store) ApplyRestored(ws []Write, cp Checkpoint) error {
+	return s.applyCheckpoint(ws, cp, pebble.NoSync)
+}
+
+func (s *Store) applyCheckpoint(ws []Write, cp Checkpoint, sync *pebble.WriteOptions) error {
+	if err := s.apply(ws, &cp, sync); err != nil {
 		return err
 	}
 	s.cp, s.hasCP = cp, true
 	return nil
 }
 
-func (s *Store) apply(ws []Write, cp *Checkpoint) error {
+func (s *Store) apply(ws []Write, cp *Checkpoint, sync *pebble.WriteOptions) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	for _, w := range ws {
@@ -355,11 +368,7 @@ func (s *Store) apply(ws []Write, cp *Checkpoint) error {
 			return fmt.Errorf("store: batch in %s: %w", s.dir, err)
 		}
 	}
-	opt := pebble.NoSync
-	if cp != nil {
-		opt = pebble.Sync // see the package doc, "Crash consistency"
-	}
-	if err := b.Commit(opt); err != nil {
+	if err := b.Commit(sync); err != nil {
 		return fmt.Errorf("store: commit in %s: %w", s.dir, err)
 	}
 	return nil
