@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,36 +110,192 @@ func Record(topic string, partition int32, w store.Write) *kgo.Record {
 	return r
 }
 
-// Restore reads partition of topic with read_committed isolation from the
-// log start up to the last stable offset and applies it to st in batches.
-// It returns the number of records applied. opts are the client options
-// (seed brokers, TLS, SASL) for the restore client.
+// Restore restores st from partition of topic and returns the number of
+// records it applied: Recover, for callers that need only the count.
+func Restore(ctx context.Context, adm *kadm.Client, topic string, partition int32, st *store.Store, opts ...kgo.Opt) (int, error) {
+	res, err := Recover(ctx, adm, topic, partition, st, opts...)
+	return res.Records, err
+}
+
+// Result says what Recover did.
+type Result struct {
+	// Records is the number of data records applied.
+	Records int
+	// From and To are the replayed offsets: from the checkpoint (warm) or
+	// the log start (full) up to the last stable offset.
+	From, To int64
+	// Full is set when the store was wiped and restored from the log
+	// start; Reason then says why its checkpoint was not used.
+	Full   bool
+	Reason string
+}
+
+// Recover brings st up to the last stable offset of partition of topic,
+// reading with read_committed isolation, and records the checkpoint as it
+// goes (so that an interrupted restore resumes where it stopped). opts are
+// the client options (seed brokers, TLS, SASL) for the restore client.
 //
-// Restore must be called after the task's producer was fenced: then no
+// When st holds a checkpoint of the same topic ID that lies between the
+// log start and the last stable offset and is younger than the topic's
+// delete.retention.ms (less a tenth, for the time the restore takes and
+// for clocks), Recover replays only from the checkpoint. Otherwise it wipes
+// st (store.Reset) and restores from the log start; Result.Reason says
+// why. A checkpoint is unusable when:
+//   - the topic ID differs: the topic was deleted and recreated, its
+//     offsets mean other records;
+//   - it is ahead of the last stable offset: the store reflects records
+//     the changelog no longer has (a store copied from elsewhere, or a
+//     broker that lost acknowledged data);
+//   - it is below the log start: records after it were deleted;
+//   - it is older than delete.retention.ms: a tombstone written after the
+//     checkpoint may have been cleaned away, and its key would survive.
+//
+// Recover must be called after the task's producer was fenced: then no
 // transaction of the partition's only writer is open and the last stable
 // offset is final.
 //
-// Restore ends when its fetch position reaches the last stable offset
+// Recover ends when its fetch position reaches the last stable offset
 // listed at the start, not when it has seen the record just below it: that
 // record may never reach a read_committed reader (aborted data of a
 // transaction whose abort marker lies above the last stable offset, because
 // another producer's transaction is still open; or a record or marker the
 // log cleaner removed). Read through a consumer, which reports records but
-// not its position, such a restore would wait forever. Restore therefore
+// not its position, such a restore would wait forever. Recover therefore
 // fetches itself and advances over aborted batches and control records.
-func Restore(ctx context.Context, adm *kadm.Client, topic string, partition int32, st *store.Store, opts ...kgo.Opt) (int, error) {
+func Recover(ctx context.Context, adm *kadm.Client, topic string, partition int32, st *store.Store, opts ...kgo.Opt) (Result, error) {
+	listed := time.Now()
+	id, retention, err := describe(ctx, adm, topic)
+	if err != nil {
+		return Result{}, fmt.Errorf("changelog: describing %s: %w", topic, err)
+	}
 	start, err := listOffset(ctx, adm.ListStartOffsets, topic, partition)
 	if err != nil {
-		return 0, fmt.Errorf("changelog: start offset of %s/%d: %w", topic, partition, err)
+		return Result{}, fmt.Errorf("changelog: start offset of %s/%d: %w", topic, partition, err)
 	}
 	end, err := listOffset(ctx, adm.ListCommittedOffsets, topic, partition)
 	if err != nil {
-		return 0, fmt.Errorf("changelog: last stable offset of %s/%d: %w", topic, partition, err)
+		return Result{}, fmt.Errorf("changelog: last stable offset of %s/%d: %w", topic, partition, err)
 	}
-	if end <= start {
-		return 0, nil
+	res := Result{From: start, To: end}
+	cp, ok := st.Checkpoint()
+	res.Reason = unusable(cp, ok, id, start, end, retention, listed)
+	if res.Reason == "" {
+		res.From = cp.Next
+	} else {
+		res.Full = true
+		if err := st.Reset(id); err != nil {
+			return res, fmt.Errorf("changelog: restoring %s/%d: %w", topic, partition, err)
+		}
 	}
-	return restoreRange(ctx, topic, partition, start, end, st, opts...)
+	if res.From < end {
+		n, err := restoreRange(ctx, topic, partition, res.From, end, st, opts...)
+		res.Records = n
+		if err != nil {
+			return res, err
+		}
+	}
+	// Every committed record below end is in the store, and every record
+	// at or above end is written after the listing (no transaction of the
+	// fenced writer is open).
+	if err := st.ApplyCheckpoint(nil, store.Checkpoint{TopicID: id, Next: end, Time: listed}); err != nil {
+		return res, fmt.Errorf("changelog: restoring %s/%d: %w", topic, partition, err)
+	}
+	return res, nil
+}
+
+// unusable returns why the checkpoint cp (ok: there is one) cannot be
+// replayed from, "" if it can.
+func unusable(cp store.Checkpoint, ok bool, id [16]byte, start, end int64, retention time.Duration, now time.Time) string {
+	switch {
+	case !ok:
+		return "no checkpoint (a new store)"
+	case cp.TopicID != id:
+		return fmt.Sprintf("the checkpoint is of topic ID %x, the changelog's is %x (the topic was recreated)", cp.TopicID, id)
+	case cp.Next > end:
+		return fmt.Sprintf("the checkpoint %d is ahead of the last stable offset %d", cp.Next, end)
+	case cp.Next < start:
+		return fmt.Sprintf("the checkpoint %d is below the log start %d", cp.Next, start)
+	case cp.Time.IsZero():
+		return "the checkpoint has no time"
+	}
+	if age := now.Sub(cp.Time); age > retention-retention/10 {
+		return fmt.Sprintf("the checkpoint is %v old, close to or beyond delete.retention.ms %v (deleted keys may have lost their tombstones)",
+			age.Round(time.Millisecond), retention)
+	}
+	return ""
+}
+
+// NextOffset returns the offset just after the last record of recs to
+// partition of topic, and false when recs hold none: the checkpoint of a
+// committed transaction's state writes (store.ApplyThrough). recs must be
+// produced (their offsets set).
+func NextOffset(recs []*kgo.Record, topic string, partition int32) (int64, bool) {
+	next, ok := int64(0), false
+	for _, r := range recs {
+		if r.Topic == topic && r.Partition == partition && r.Offset+1 > next {
+			next, ok = r.Offset+1, true
+		}
+	}
+	return next, ok
+}
+
+// defaultDeleteRetention is Kafka's default delete.retention.ms.
+const defaultDeleteRetention = 24 * time.Hour
+
+// describe returns the topic's ID, fresh from the cluster, and its
+// delete.retention.ms.
+func describe(ctx context.Context, adm *kadm.Client, topic string) ([16]byte, time.Duration, error) {
+	var id [16]byte
+	backoff := 20 * time.Millisecond
+	unknownUntil := time.Now().Add(30 * time.Second)
+	for {
+		details, err := adm.ListTopics(uncached(ctx), topic)
+		if err == nil {
+			d, ok := details[topic]
+			switch {
+			case !ok:
+				err = kerr.UnknownTopicOrPartition
+			case d.Err != nil:
+				err = d.Err
+			default:
+				id = d.ID
+			}
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) && !kerr.IsRetriable(err) || time.Now().After(unknownUntil) {
+			return id, 0, err
+		}
+		select {
+		case <-ctx.Done():
+			return id, 0, errors.Join(err, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return id, 0, fmt.Errorf("configs: %w", err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return id, 0, fmt.Errorf("configs: %w", err)
+	}
+	retention := defaultDeleteRetention
+	for _, c := range rc.Configs {
+		if c.Key == "delete.retention.ms" && c.Value != nil {
+			ms, err := strconv.ParseInt(*c.Value, 10, 64)
+			if err != nil {
+				return id, 0, fmt.Errorf("delete.retention.ms %q: %w", *c.Value, err)
+			}
+			retention = time.Duration(ms) * time.Millisecond
+		}
+	}
+	return id, retention, nil
 }
 
 // listOffset lists one partition's offset, retrying while the topic is not
@@ -185,13 +343,14 @@ func restoreRange(ctx context.Context, topic string, partition int32, from, end 
 		return 0, fmt.Errorf("changelog: restore client for %s/%d: %w", topic, partition, err)
 	}
 	defer cl.Close()
+	cp, _ := st.Checkpoint()
 	var (
 		applied int
 		writes  []store.Write
 	)
 	prog := newProgress(ctx, topic, partition, from, end)
 	err = lso.ReadRange(ctx, cl, topic, partition, from, end, func(rs []*kgo.Record) error {
-		writes = writes[:0]
+		writes = slices.Grow(writes[:0], len(rs))
 		for _, r := range rs {
 			w := store.Write{Key: r.Key}
 			if r.Value == nil {
@@ -201,7 +360,11 @@ func restoreRange(ctx context.Context, topic string, partition int32, from, end 
 			}
 			writes = append(writes, w)
 		}
-		if err := st.Apply(writes); err != nil {
+		// Every record above the last one of this fetch was written
+		// after it: its timestamp bounds their write time from below.
+		last := rs[len(rs)-1]
+		cp.Next, cp.Time = last.Offset+1, last.Timestamp
+		if err := st.ApplyRestored(writes, cp); err != nil {
 			return err
 		}
 		applied += len(writes)

@@ -4,9 +4,22 @@
 // The changelog has exactly as many partitions as the inputs: task N writes
 // its state changes to partition N explicitly (never by key hash) inside its
 // transaction, a delete is a tombstone (nil value), and a task restores its
-// store by reading partition N with read_committed isolation from the start
-// up to the last stable offset, so an aborted or still-open transaction's
-// writes are never restored.
+// store by reading partition N with read_committed isolation up to the
+// last stable offset, so an aborted or still-open transaction's writes are
+// never restored. Recover reads from the store's checkpoint when it is
+// usable (a warm restart: only the tail is replayed), from the log start
+// otherwise; see Recover for when a checkpoint is unusable.
+//
+// A task's commit records its checkpoint after EndTxn succeeded:
+//
+//	next, ok := changelog.NextOffset(producedRecords, topic, partition)
+//	if ok { err = st.ApplyThrough(stateWrites, next) } // else: nothing to apply
+//
+// next is the offset after the transaction's last changelog record; its
+// commit marker lies at or above it and a replay skips it. A checkpoint
+// behind the state is harmless (records replay idempotently), one ahead of
+// it would lose writes, which is why it is taken from the produced offsets
+// and only after the commit.
 //
 // Restore must run after the task's fence (package fencing): only then can
 // no earlier owner extend the partition, and the last stable offset is

@@ -1,7 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +14,22 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+)
+
+// Layout is the version of the on-disk layout this package writes: how
+// state keys, the metadata and the checkpoint are stored. A store of
+// another layout (or of none: stores written before layouts existed) is
+// wiped by Open.
+const Layout = 1
+
+// Keys: the metadata and the checkpoint live under prefix 0x00, state key k
+// under 0x01 followed by k, so that no state key can collide with them.
+var (
+	metaKey       = []byte{0x00, 'm'}
+	checkpointKey = []byte{0x00, 'c'}
+	statePrefix   = byte(0x01)
+	stateLower    = []byte{0x01}
+	stateUpper    = []byte{0x02}
 )
 
 // Dir returns the directory of the store of one task:
@@ -27,37 +46,71 @@ type Write struct {
 	Delete bool
 }
 
+// Checkpoint is the changelog position a store reflects. It is written in
+// the same Pebble batch as the state it describes.
+type Checkpoint struct {
+	// TopicID is the ID of the changelog topic the store was restored
+	// from; a topic deleted and recreated under the same name has another.
+	TopicID [16]byte
+	// Next is the changelog offset to replay from: every committed record
+	// below Next is reflected in the store.
+	Next int64
+	// Time is a lower bound of the time at which any record at or above
+	// Next was written (the wall time of the commit that wrote the
+	// checkpoint). A tombstone written after the checkpoint survives in
+	// the changelog for at least delete.retention.ms after Time.
+	Time time.Time
+}
+
 // Options configures Open. The zero value is ready to use.
 type Options struct {
+	// ApplicationID is the application the store belongs to, recorded in
+	// the store's metadata. Open wipes a store recorded for another
+	// application id. Default: empty (stores of an empty id only).
+	ApplicationID string
 	// LockWait bounds how long Open waits for another opener of the same
 	// directory to close it, e.g. the previous owner of a task that moved
 	// within this process and is still closing. Default (zero)
 	// DefaultLockWait, 5s; negative: do not wait.
 	LockWait time.Duration
-	// Logger receives Pebble's own log lines: errors at Error level,
-	// informational lines at Debug. Default: discard.
+	// Logger receives Pebble's own log lines (errors at Error level,
+	// informational lines at Debug) and a line for every wipe of a store
+	// found unusable. Default: discard.
 	Logger *slog.Logger
+}
+
+// meta is the store's metadata, written when the store is created.
+type meta struct {
+	Layout        int    `json:"layout"`
+	ApplicationID string `json:"application_id"`
 }
 
 // Store is one task's Pebble database.
 type Store struct {
-	dir  string
-	db   *pebble.DB
-	lock *dirLock
+	dir    string
+	app    string
+	logger *slog.Logger
+	db     *pebble.DB
+	lock   *dirLock
+	cp     Checkpoint
+	hasCP  bool
 }
 
-// Open takes the exclusive lock of dir, then wipes dir and opens an empty
-// store there. The lock is a file beside the directory, dir + ".lock"; it
-// is taken before anything in dir is read, removed or written, held until
-// Close, and released by the kernel if the process dies. When another
-// opener (another process, or another Store in this one) holds it, Open
-// tries again until o.LockWait has passed and then returns a *LockedError
+// Open takes the exclusive lock of dir, then opens the store there. The
+// lock is a file beside the directory, dir + ".lock"; it is taken before
+// anything in dir is read, removed or written, held until Close, and
+// released by the kernel if the process dies. When another opener
+// (another process, or another Store in this one) holds it, Open tries
+// again until o.LockWait has passed and then returns a *LockedError
 // (errors.Is(err, ErrLocked)), having touched nothing.
 //
-// The store is rebuilt from the changelog after every open: local files are
-// never trusted, since they may hold state that a crashed owner applied
-// after a transaction whose outcome it never learned, or miss state another
-// owner committed since.
+// A store left in dir is kept only when its metadata names layout Layout
+// and application id o.ApplicationID; any other store (no metadata, an
+// older layout, another application, files Pebble cannot open) is wiped,
+// with a log line naming the reason, and an empty store is created. A kept
+// store's checkpoint (Checkpoint) says how much of the changelog it
+// reflects; whether that is usable is the restorer's decision
+// (changelog.Recover), which wipes it with Reset when it is not.
 func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	wait := o.LockWait
 	switch {
@@ -77,37 +130,140 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := open(dir, logger)
-	if err != nil {
+	st := &Store{dir: dir, app: o.ApplicationID, logger: logger, lock: l}
+	if err := st.open(); err != nil {
 		l.release()
 		return nil, err
 	}
-	st.lock = l
 	return st, nil
 }
 
-// open wipes dir and opens Pebble there; the caller holds the lock.
-func open(dir string, logger *slog.Logger) (*Store, error) {
-	if err := os.RemoveAll(dir); err != nil {
-		return nil, fmt.Errorf("store: wiping %s: %w", dir, err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("store: creating %s: %w", dir, err)
-	}
-	db, err := pebble.Open(dir, &pebble.Options{
-		// The changelog is the durable copy; a lost store is restored
-		// from it, so the local WAL buys nothing.
-		DisableWAL: true,
-		Logger:     pebbleLogger{l: logger.With("store", dir)},
-	})
+// open opens the store in s.dir, wiping it first when it is unusable; the
+// caller holds the lock.
+func (s *Store) open() error {
+	reason, err := s.openExisting()
 	if err != nil {
-		return nil, fmt.Errorf("store: opening %s: %w", dir, err)
+		return err
 	}
-	if err := touch(dir); err != nil {
+	if reason == "" {
+		return touch(s.dir)
+	}
+	if reason != "none" {
+		s.logger.Warn("store: wiping a store that cannot be trusted", "store", s.dir, "reason", reason)
+	}
+	return s.create()
+}
+
+// openExisting opens the store left in s.dir if it is usable. It returns
+// the reason why not ("none" when there is no store), with the database
+// closed.
+func (s *Store) openExisting() (string, error) {
+	entries, err := os.ReadDir(s.dir)
+	if errors.Is(err, os.ErrNotExist) || err == nil && len(entries) == 0 {
+		return "none", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: reading %s: %w", s.dir, err)
+	}
+	db, err := pebble.Open(s.dir, s.pebbleOptions())
+	if err != nil {
+		return fmt.Sprintf("pebble cannot open it: %v", err), nil
+	}
+	reason, cp, hasCP := s.check(db)
+	if reason != "" {
+		if err := db.Close(); err != nil {
+			s.logger.Warn("store: closing an unusable store", "store", s.dir, "err", err)
+		}
+		return reason, nil
+	}
+	s.db, s.cp, s.hasCP = db, cp, hasCP
+	return "", nil
+}
+
+// check returns why db cannot be used ("" if it can) and its checkpoint.
+func (s *Store) check(db *pebble.DB) (string, Checkpoint, bool) {
+	v, closer, err := db.Get(metaKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return "no metadata (a store of a layout before version 1)", Checkpoint{}, false
+	}
+	if err != nil {
+		return fmt.Sprintf("reading its metadata: %v", err), Checkpoint{}, false
+	}
+	var m meta
+	err = json.Unmarshal(v, &m)
+	closer.Close()
+	switch {
+	case err != nil:
+		return fmt.Sprintf("unreadable metadata: %v", err), Checkpoint{}, false
+	case m.Layout != Layout:
+		return fmt.Sprintf("layout version %d, this version reads %d", m.Layout, Layout), Checkpoint{}, false
+	case m.ApplicationID != s.app:
+		return fmt.Sprintf("it belongs to application id %q, not %q", m.ApplicationID, s.app), Checkpoint{}, false
+	}
+	v, closer, err = db.Get(checkpointKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return "", Checkpoint{}, false
+	}
+	if err != nil {
+		return fmt.Sprintf("reading its checkpoint: %v", err), Checkpoint{}, false
+	}
+	defer closer.Close()
+	cp, ok := decodeCheckpoint(v)
+	if !ok {
+		return fmt.Sprintf("unreadable checkpoint (%d bytes)", len(v)), Checkpoint{}, false
+	}
+	return "", cp, true
+}
+
+// create wipes s.dir and creates an empty store with its metadata.
+func (s *Store) create() error {
+	if err := os.RemoveAll(s.dir); err != nil {
+		return fmt.Errorf("store: wiping %s: %w", s.dir, err)
+	}
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return fmt.Errorf("store: creating %s: %w", s.dir, err)
+	}
+	db, err := pebble.Open(s.dir, s.pebbleOptions())
+	if err != nil {
+		return fmt.Errorf("store: opening %s: %w", s.dir, err)
+	}
+	m, _ := json.Marshal(meta{Layout: Layout, ApplicationID: s.app})
+	if err := db.Set(metaKey, m, pebble.Sync); err != nil {
 		db.Close()
-		return nil, err
+		return fmt.Errorf("store: writing the metadata of %s: %w", s.dir, err)
 	}
-	return &Store{dir: dir, db: db}, nil
+	if err := touch(s.dir); err != nil {
+		db.Close()
+		return err
+	}
+	s.db, s.cp, s.hasCP = db, Checkpoint{}, false
+	return nil
+}
+
+// pebbleOptions are the options of every Pebble open. The WAL is on: see
+// the package doc, "Crash consistency".
+func (s *Store) pebbleOptions() *pebble.Options {
+	return &pebble.Options{
+		Logger: pebbleLogger{l: s.logger.With("store", s.dir)},
+	}
+}
+
+// Reset wipes the store, under the lock it holds, and leaves it empty,
+// recorded as following the changelog topic of ID topicID from its start
+// (a checkpoint at offset 0 with zero Time, which no restorer accepts as
+// warm by age; a restore then writes real checkpoints as it goes).
+func (s *Store) Reset(topicID [16]byte) error {
+	if s.db != nil {
+		if err := s.db.Close(); err != nil {
+			s.logger.Warn("store: closing before a wipe", "store", s.dir, "err", err)
+		}
+		s.db = nil
+	}
+	if err := s.create(); err != nil {
+		return err
+	}
+	s.cp = Checkpoint{TopicID: topicID}
+	return nil
 }
 
 // touch sets the modification time of dir to now: the age Prune measures
@@ -123,9 +279,17 @@ func touch(dir string) error {
 // Dir returns the store's directory.
 func (s *Store) Dir() string { return s.dir }
 
+// Checkpoint returns the store's last written checkpoint, and false when
+// none was written (a new store, or one just Reset: its TopicID is then
+// the one given to Reset).
+func (s *Store) Checkpoint() (Checkpoint, bool) { return s.cp, s.hasCP }
+
 // Get returns a copy of the value of key and whether it exists.
 func (s *Store) Get(key []byte) ([]byte, bool, error) {
-	v, closer, err := s.db.Get(key)
+	k := make([]byte, 1+len(key))
+	k[0] = statePrefix
+	copy(k[1:], key)
+	v, closer, err := s.db.Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, false, nil
 	}
@@ -136,34 +300,110 @@ func (s *Store) Get(key []byte) ([]byte, bool, error) {
 	return out, true, closer.Close()
 }
 
-// Apply writes ws atomically (one Pebble batch).
+// Apply writes ws atomically (one Pebble batch) and leaves the checkpoint
+// as it is. That is safe, only slower to recover: the store may reflect
+// more of the changelog than its checkpoint says, and a replay from the
+// checkpoint writes the same committed values again. Committed state
+// should be applied with ApplyThrough.
 func (s *Store) Apply(ws []Write) error {
 	if len(ws) == 0 {
 		return nil
 	}
+	return s.apply(ws, nil, pebble.NoSync)
+}
+
+// ApplyThrough writes ws, the state writes of one committed transaction,
+// and the checkpoint {the store's changelog topic ID, next, now} in one
+// Pebble batch. next is the changelog offset just after the transaction's
+// last changelog record (changelog.Next of its produced records); the
+// transaction's marker may lie at next, and a replay skips it. The
+// checkpoint must never be ahead of the committed changelog: call
+// ApplyThrough only after the transaction committed.
+func (s *Store) ApplyThrough(ws []Write, next int64) error {
+	return s.ApplyCheckpoint(ws, Checkpoint{TopicID: s.cp.TopicID, Next: next, Time: time.Now()})
+}
+
+// ApplyCheckpoint writes ws and cp in one Pebble batch, synced to disk:
+// after any crash the store holds both or neither, and after a process
+// crash (SIGKILL) both.
+func (s *Store) ApplyCheckpoint(ws []Write, cp Checkpoint) error {
+	return s.applyCheckpoint(ws, cp, pebble.Sync)
+}
+
+// ApplyRestored is ApplyCheckpoint without the sync, for the batches of a
+// restore: a crash may lose the last of them (with their checkpoints),
+// which the next restore replays again. The restore's final checkpoint
+// goes through ApplyCheckpoint, whose sync covers the earlier batches.
+func (s *Store) ApplyRestored(ws []Write, cp Checkpoint) error {
+	return s.applyCheckpoint(ws, cp, pebble.NoSync)
+}
+
+func (s *Store) applyCheckpoint(ws []Write, cp Checkpoint, sync *pebble.WriteOptions) error {
+	if err := s.apply(ws, &cp, sync); err != nil {
+		return err
+	}
+	s.cp, s.hasCP = cp, true
+	return nil
+}
+
+func (s *Store) apply(ws []Write, cp *Checkpoint, sync *pebble.WriteOptions) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	for _, w := range ws {
-		var err error
+		var op *pebble.DeferredBatchOp
 		if w.Delete {
-			err = b.Delete(w.Key, nil)
+			op = b.DeleteDeferred(1 + len(w.Key))
 		} else {
-			err = b.Set(w.Key, w.Value, nil)
+			op = b.SetDeferred(1+len(w.Key), len(w.Value))
+			copy(op.Value, w.Value)
 		}
-		if err != nil {
+		op.Key[0] = statePrefix
+		copy(op.Key[1:], w.Key)
+		if err := op.Finish(); err != nil {
 			return fmt.Errorf("store: batch in %s: %w", s.dir, err)
 		}
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if cp != nil {
+		if err := b.Set(checkpointKey, encodeCheckpoint(*cp), nil); err != nil {
+			return fmt.Errorf("store: batch in %s: %w", s.dir, err)
+		}
+	}
+	if err := b.Commit(sync); err != nil {
 		return fmt.Errorf("store: commit in %s: %w", s.dir, err)
 	}
 	return nil
 }
 
+// encodeCheckpoint: topic ID (16 bytes), next (8), time in Unix
+// nanoseconds (8), big endian.
+func encodeCheckpoint(cp Checkpoint) []byte {
+	b := make([]byte, 0, 32)
+	b = append(b, cp.TopicID[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(cp.Next))
+	var ns int64
+	if !cp.Time.IsZero() {
+		ns = cp.Time.UnixNano()
+	}
+	return binary.BigEndian.AppendUint64(b, uint64(ns))
+}
+
+func decodeCheckpoint(b []byte) (Checkpoint, bool) {
+	if len(b) != 32 {
+		return Checkpoint{}, false
+	}
+	var cp Checkpoint
+	copy(cp.TopicID[:], b[:16])
+	cp.Next = int64(binary.BigEndian.Uint64(b[16:24]))
+	if ns := int64(binary.BigEndian.Uint64(b[24:32])); ns != 0 {
+		cp.Time = time.Unix(0, ns)
+	}
+	return cp, true
+}
+
 // Range calls fn for every key in order until fn returns false. The slices
 // are only valid during the call.
 func (s *Store) Range(fn func(key, value []byte) bool) error {
-	it, err := s.db.NewIter(nil)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: stateLower, UpperBound: stateUpper})
 	if err != nil {
 		return fmt.Errorf("store: iterate %s: %w", s.dir, err)
 	}
@@ -173,7 +413,7 @@ func (s *Store) Range(fn func(key, value []byte) bool) error {
 			it.Close()
 			return fmt.Errorf("store: iterate %s: %w", s.dir, err)
 		}
-		if !fn(it.Key(), v) {
+		if !fn(bytes.TrimPrefix(it.Key(), stateLower), v) {
 			break
 		}
 	}

@@ -92,24 +92,30 @@ func (t *Task) Partition() int32 { return t.cfg.Partition }
 // Store returns the task's store, nil for stateless tasks or before Restore.
 func (t *Task) Store() *store.Store { return t.store }
 
-// Restore opens a fresh store and rebuilds it from the changelog (step 2).
-// Stateless tasks do nothing.
+// Restore opens the task's store and brings it up to the changelog's last
+// stable offset (step 2): warm, replaying only the changelog after the
+// store's checkpoint, when the store left in the directory is usable, or
+// wiped and restored in full (changelog.Recover says when). It logs one
+// "task restored" line with the number of records replayed, whether the
+// restore was full and why. Stateless tasks do nothing.
 func (t *Task) Restore(ctx context.Context, adm *kadm.Client) error {
 	if !t.proc.Stateful() {
 		return nil
 	}
-	st, err := store.Open(ctx, config.StoreDir(t.cfg.StateDir, t.cfg.ApplicationID, t.cfg.Partition), store.Options{Logger: t.cfg.Logger})
+	st, err := store.Open(ctx, config.StoreDir(t.cfg.StateDir, t.cfg.ApplicationID, t.cfg.Partition),
+		store.Options{ApplicationID: t.cfg.ApplicationID, Logger: t.cfg.Logger})
 	if err != nil {
 		return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
 	}
 	t.store = st
 	began := time.Now()
-	n, err := changelog.Restore(ctx, adm, t.cfg.Changelog, t.cfg.Partition, st, t.cfg.KafkaOpts...)
+	res, err := changelog.Recover(ctx, adm, t.cfg.Changelog, t.cfg.Partition, st, t.cfg.KafkaOpts...)
 	if err != nil {
 		return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
 	}
 	t.cfg.Logger.Info("task restored", "partition", t.cfg.Partition, "changelog", t.cfg.Changelog,
-		"records", n, "took", time.Since(began))
+		"records", res.Records, "from", res.From, "to", res.To, "full", res.Full, "reason", res.Reason,
+		"took", time.Since(began))
 	return nil
 }
 

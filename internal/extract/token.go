@@ -126,12 +126,12 @@ func (tk *token) init() error {
 	if err != nil {
 		return fmt.Errorf("token %d: %w", tk.n, err)
 	}
-	st, err := store.Open(tk.ctx, o.StoreDir(tk.n), store.Options{Logger: o.Logger})
+	st, err := store.Open(tk.ctx, o.StoreDir(tk.n), store.Options{ApplicationID: o.ApplicationID, Logger: o.Logger})
 	if err != nil {
 		p.Close()
 		return fmt.Errorf("token %d: %w", tk.n, err)
 	}
-	n, err := changelog.Restore(tk.ctx, rn.adm, rn.changelog, tk.n, st, o.ClientOpts()...)
+	res, err := changelog.Recover(tk.ctx, rn.adm, rn.changelog, tk.n, st, o.ClientOpts()...)
 	if err != nil {
 		p.Close()
 		st.Close()
@@ -173,7 +173,7 @@ func (tk *token) init() error {
 	}
 	rn.mu.Unlock()
 	tk.ready.Store(true)
-	o.Logger.Info("extractor token ready", "token", tk.n, "cursors restored", n, "stale cursors", len(stale), "took", time.Since(began))
+	o.Logger.Info("extractor token ready", "token", tk.n, "cursors restored", res.Records, "full restore", res.Full, "reason", res.Reason, "stale cursors", len(stale), "took", time.Since(began))
 	return nil
 }
 

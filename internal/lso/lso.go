@@ -25,8 +25,37 @@ import (
 // cleaner removed). A consumer reports records but not its position, so a
 // reader that waits for a record at end-1 can wait forever; ReadRange
 // fetches itself and advances over whatever a fetch skips.
+//
+// The next fetch (and its decoding) runs in a goroutine of ReadRange's
+// while fn handles the records of the previous one; fn is called from the
+// caller's goroutine, one call at a time, and that goroutine has exited
+// when ReadRange returns.
 func ReadRange(ctx context.Context, cl *kgo.Client, topic string, partition int32, from, end int64,
 	fn func([]*kgo.Record) error, wrap func(offset int64, err error) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	batches := make(chan []*kgo.Record, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- fetchRange(ctx, cl, topic, partition, from, end, batches, wrap)
+		close(batches)
+	}()
+	for rs := range batches {
+		if err := fn(rs); err != nil {
+			cancel()
+			for range batches {
+			}
+			<-done
+			return err
+		}
+	}
+	return <-done
+}
+
+// fetchRange is the fetch loop of ReadRange: it sends the records of each
+// fetch to out.
+func fetchRange(ctx context.Context, cl *kgo.Client, topic string, partition int32, from, end int64,
+	out chan<- []*kgo.Record, wrap func(offset int64, err error) error) error {
 	adm := kadm.NewClient(cl)
 	dec := kgo.DefaultDecompressor()
 	var (
@@ -35,7 +64,6 @@ func ReadRange(ctx context.Context, cl *kgo.Client, topic string, partition int3
 		topicID [16]byte
 		backoff = 20 * time.Millisecond
 		stalls  int
-		recs    []*kgo.Record
 		wrapErr = func(err error) error { return wrap(offset, err) }
 	)
 	const maxStall = 10
@@ -74,7 +102,9 @@ func ReadRange(ctx context.Context, cl *kgo.Client, topic string, partition int3
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition = partition
 		rp.FetchOffset = offset
-		rp.PartitionMaxBytes = 16 << 20
+		// Fetches of a few MiB: the next one is on its way while the
+		// caller applies the last.
+		rp.PartitionMaxBytes = 4 << 20
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 
@@ -117,15 +147,15 @@ func ReadRange(ctx context.Context, cl *kgo.Client, topic string, partition int3
 		if fp.Err != nil {
 			return wrapErr(fp.Err)
 		}
-		recs = recs[:0]
-		for _, r := range fp.Records {
-			if r.Offset < end {
-				recs = append(recs, r) // above end: read by whoever continues at end
-			}
+		recs := fp.Records
+		for len(recs) > 0 && recs[len(recs)-1].Offset >= end {
+			recs = recs[:len(recs)-1] // above end: read by whoever continues at end
 		}
 		if len(recs) > 0 {
-			if err := fn(recs); err != nil {
-				return err
+			select {
+			case out <- recs:
+			case <-ctx.Done():
+				return wrapErr(ctx.Err())
 			}
 		}
 

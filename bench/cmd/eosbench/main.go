@@ -90,6 +90,9 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	defer e.close()
+	if *warmKeys > 0 {
+		return runWarm(ctx, e, *warmKeys)
+	}
 	parts := int32(c.partitions)
 	logf("broker %s at %v: %d partitions, 1 instance, %d records over %d keys, 2 outputs per input, %d records per poll",
 		c.label, brokers, parts, c.records, c.keys, maxPoll)
