@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"fmt"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"maps"
 	"time"
 
@@ -151,9 +152,12 @@ func (t *Task) CommitOpen(ctx context.Context) error {
 	}
 	t.open = open{}
 	writes := make([]store.Write, 0, len(o.overlay))
+	clRecs := make([]*kgo.Record, 0, len(o.overlay))
 	for _, w := range o.overlay {
 		writes = append(writes, w)
-		o.txn.Send(changelog.Record(t.cfg.Changelog, t.cfg.Partition, w))
+		r := changelog.Record(t.cfg.Changelog, t.cfg.Partition, w)
+		clRecs = append(clRecs, r)
+		o.txn.Send(r)
 	}
 	tm, err := o.txn.End(ctx, &txn.Offsets{
 		Group:     t.cfg.ApplicationID,
@@ -169,7 +173,17 @@ func (t *Task) CommitOpen(ctx context.Context) error {
 		"produce", tm.Produce, "offsets", tm.Offsets, "total", tm.Total, "open", time.Since(o.began))
 	t.commits.Add(1)
 	if t.store != nil && len(writes) > 0 {
-		if err := t.store.Apply(writes); err != nil {
+		// The store's checkpoint moves with the state, in one batch: the
+		// offset after this transaction's last changelog record (its
+		// offset is set once End returned). A warm restart replays from
+		// there; the marker at or past it is skipped on replay.
+		var err error
+		if next, ok := changelog.NextOffset(clRecs, t.cfg.Changelog, t.cfg.Partition); ok {
+			err = t.store.ApplyThrough(writes, next)
+		} else {
+			err = t.store.Apply(writes)
+		}
+		if err != nil {
 			return fmt.Errorf("task %d: transaction committed but the store update failed (restored from the changelog on restart): %w", t.cfg.Partition, err)
 		}
 	}

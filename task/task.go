@@ -198,7 +198,13 @@ func (t *Task) Commit(ctx context.Context, b *Batch) error {
 		"records", b.Records, "outputs", len(b.outputs), "state_writes", len(b.writes),
 		"produce", tm.Produce, "offsets", tm.Offsets, "total", tm.Total)
 	if t.store != nil {
-		if err := t.store.Apply(b.writes); err != nil {
+		var err error
+		if next, ok := changelog.NextOffset(recs, t.cfg.Changelog, t.cfg.Partition); ok {
+			err = t.store.ApplyThrough(b.writes, next)
+		} else {
+			err = t.store.Apply(b.writes)
+		}
+		if err != nil {
 			return fmt.Errorf("task %d: transaction committed but the store update failed (restored from the changelog on restart): %w", t.cfg.Partition, err)
 		}
 	}

@@ -107,8 +107,15 @@ func (tk *token) commit(ctx context.Context, key []byte, recs []*kgo.Record, w *
 		return tk.failed
 	}
 	if w != nil {
+		// The cursor and the store's checkpoint move in one batch (see
+		// task.CommitOpen): a warm restart replays only what follows.
 		tk.storeMu.Lock()
-		err := tk.st.Apply([]store.Write{*w})
+		var err error
+		if next, ok := changelog.NextOffset(all, tk.rn.changelog, tk.n); ok {
+			err = tk.st.ApplyThrough([]store.Write{*w}, next)
+		} else {
+			err = tk.st.Apply([]store.Write{*w})
+		}
 		tk.storeMu.Unlock()
 		if err != nil {
 			tk.failed = fmt.Errorf("token %d: page committed but the cursor store update failed (restored from the changelog on restart): %w", tk.n, err)
