@@ -24,8 +24,8 @@ import (
 // good record exactly once in the output, with each key's seq exact.
 func TestDeadLetterExactlyOnceUnderSIGKILL(t *testing.T) {
 	const (
-		records    = 3000
-		keys       = 30
+		records    = 6000
+		keys       = 12
 		partitions = 3
 		kills      = 4
 	)
