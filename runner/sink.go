@@ -184,7 +184,7 @@ func (sr *sinkRun) committed(ctx context.Context, want map[string][]int32) (map[
 		}
 		sort.Strings(ts)
 	}
-	resps, err := sr.adm.FetchOffsetsForTopics(ctx, g, ts...)
+	resps, err := sr.fetchOffsets(ctx, g, ts)
 	noGroup := errors.Is(err, kerr.GroupIDNotFound)
 	if noGroup {
 		// A group that does not exist (yet) has no commits; some
@@ -227,6 +227,54 @@ func (sr *sinkRun) committed(ctx context.Context, want map[string][]int32) (map[
 	return out, nil
 }
 
+// offsetFetchPatience bounds how long a committed-offset fetch waits for a
+// coordinator that is not ready before Run fails with an *OffsetFetchError.
+const offsetFetchPatience = 30 * time.Second
+
+// fetchOffsets fetches the group's committed offsets of ts, retrying while
+// the coordinator is not ready: on a fresh cluster the first group lookup
+// answers COORDINATOR_NOT_AVAILABLE until __consumer_offsets exists, and a
+// coordinator that is loading or moving answers
+// COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR. Other errors, and a
+// coordinator still not ready after offsetFetchPatience, are returned.
+func (sr *sinkRun) fetchOffsets(ctx context.Context, g string, ts []string) (kadm.OffsetResponses, error) {
+	deadline := time.Now().Add(offsetFetchPatience)
+	backoff := 50 * time.Millisecond
+	for {
+		resps, err := sr.adm.FetchOffsetsForTopics(ctx, g, ts...)
+		if err == nil {
+			// A partition's error can be the coordinator's too.
+			resps.Each(func(o kadm.OffsetResponse) {
+				if err == nil && coordinatorNotReady(o.Err) {
+					err = o.Err
+				}
+			})
+			if err == nil {
+				return resps, nil
+			}
+		}
+		if !coordinatorNotReady(err) || time.Now().Add(backoff).After(deadline) {
+			if coordinatorNotReady(err) {
+				err = fmt.Errorf("coordinator not ready after %v: %w", offsetFetchPatience, err)
+			}
+			return resps, err
+		}
+		sr.c.Logger.Debug("sink offset fetch: coordinator not ready, retrying", "group", g, "err", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// coordinatorNotReady reports a transient group coordinator error.
+func coordinatorNotReady(err error) bool {
+	return errors.Is(err, kerr.CoordinatorNotAvailable) || errors.Is(err, kerr.CoordinatorLoadInProgress) ||
+		errors.Is(err, kerr.NotCoordinator)
+}
+
 // adjust decides the start offsets of newly assigned partitions: explicit
 // resume state (the sink's hook) > committed group offset > reset policy
 // (what franz-go passes for a partition without a commit). The committed
@@ -241,6 +289,11 @@ func (sr *sinkRun) adjust(ctx context.Context, offsets map[string]map[int32]kgo.
 	}
 	committed, err := sr.committed(ctx, want)
 	if err != nil {
+		if ctx.Err() != nil {
+			// The session ended during the fetch (a rebalance or
+			// Close): franz-go fetches again in the next session.
+			return nil, err
+		}
 		sr.fail(err)
 		return nil, err
 	}

@@ -275,6 +275,83 @@ func TestSinkOffsetFetchFailure(t *testing.T) {
 	require.Empty(t, m.values(), "nothing was consumed from the reset policy")
 }
 
+// TestSinkCoordinatorNotReady: a group coordinator that is not ready yet
+// (a fresh cluster answers COORDINATOR_NOT_AVAILABLE until
+// __consumer_offsets exists) delays the committed-offset fetch, it does not
+// end Run: the sink starts once the coordinator answers, writes everything
+// and commits the end. The embedded broker only: the refusal is injected
+// into it (a fresh Apache Kafka shows it for real).
+func TestSinkCoordinatorNotReady(t *testing.T) {
+	if os.Getenv("KAFKA_BROKERS") != "" {
+		t.Skip("injects a coordinator error into the embedded broker; nothing to inject into real Kafka")
+	}
+	fc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in"))
+	require.NoError(t, err)
+	defer fc.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(fc.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	defer cl.Close()
+	for i := range 10 {
+		r := &kgo.Record{Topic: "in", Partition: int32(i % 2), Value: []byte(fmt.Sprint(i))}
+		require.NoError(t, cl.ProduceSync(context.Background(), r).FirstErr())
+	}
+
+	// Every group coordinator lookup is refused for the first second.
+	var refused atomic.Int64
+	var mu sync.Mutex
+	var until time.Time
+	fc.ControlKey(kmsg.FindCoordinator.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		fc.KeepControl()
+		req := kreq.(*kmsg.FindCoordinatorRequest)
+		if req.CoordinatorType != 0 {
+			return nil, nil, false
+		}
+		mu.Lock()
+		if until.IsZero() {
+			until = time.Now().Add(time.Second)
+		}
+		refuse := time.Now().Before(until)
+		mu.Unlock()
+		if !refuse {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		resp.Version = req.Version
+		code := kerr.CoordinatorNotAvailable.Code
+		resp.ErrorCode = code
+		keys := req.CoordinatorKeys
+		if req.Version < 4 {
+			keys = []string{req.CoordinatorKey}
+		}
+		for _, k := range keys {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key, c.NodeID, c.ErrorCode = k, -1, code
+			resp.Coordinators = append(resp.Coordinators, c)
+		}
+		refused.Add(1)
+		return resp, nil, true
+	})
+
+	m := &memSink{}
+	stop := startSink(t, sink.New[[]byte](m, sink.ValueCodec(transformer.Bytes()), sink.Delivery(sink.AtLeastOnce)),
+		runner.SeedBrokers(fc.ListenAddrs()...), runner.ApplicationID("app"), runner.InputTopics("in"))
+	adm := kadm.NewClient(cl)
+	kafkatest.WaitFor(t, 30*time.Second, "committed offsets at the end", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resps, err := adm.FetchOffsets(ctx, "app")
+		if err != nil {
+			return false
+		}
+		o0, _ := resps.Lookup("in", 0)
+		o1, _ := resps.Lookup("in", 1)
+		return o0.At == 5 && o1.At == 5
+	})
+	require.NoError(t, stop(), "a coordinator that is not ready yet does not end Run")
+	require.Positive(t, refused.Load())
+	require.ElementsMatch(t, []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}, m.values())
+}
+
 // TestSinkAtMostOnceTimer: an at-most-once sink's offsets are committed on
 // the timer, decoupled from writing: they reach the end while the sink has
 // written nothing (what a crash would lose).
