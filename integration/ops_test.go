@@ -69,6 +69,30 @@ func value(m *dto.Metric) float64 {
 	return 0
 }
 
+// histSum gathers reg and returns the sample sum of the histogram name.
+func histSum(t testing.TB, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	var total float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				total += m.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	return total
+}
+
+func keyValueBytes(recs []*kgo.Record) float64 {
+	n := 0
+	for _, r := range recs {
+		n += len(r.Key) + len(r.Value)
+	}
+	return float64(n)
+}
+
 // startRunner is start, returning the Runner too.
 func startRunner(t testing.TB, c *kafkatest.Cluster, proc runner.Stage, opts ...runner.Opt) (*runner.Runner, *running) {
 	t.Helper()
@@ -106,14 +130,16 @@ func get(t testing.TB, h http.Handler, path string) (int, string) {
 }
 
 // TestMetricsCount scrapes the registry after a count run: exact records
-// in and out, committed transactions, no aborts, lag 0, ready.
+// and bytes in and out, committed transactions with a latency each, every
+// record in one chunk, no aborts, lag 0, ready.
 func TestMetricsCount(t *testing.T) {
 	c := kafkatest.New(t)
 	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
 	const partitions, n, keys = 4, 400, 20
 	c.CreateTopic(t, in, partitions)
 	c.CreateTopic(t, out, partitions)
-	c.Produce(t, inputs(in, n, keys, partitions)...)
+	ins := inputs(in, n, keys, partitions)
+	c.Produce(t, ins...)
 
 	reg := prometheus.NewRegistry()
 	r, rn := startRunner(t, c, counter(out), runner.ApplicationID(app), runner.InputTopics(in),
@@ -131,6 +157,15 @@ func TestMetricsCount(t *testing.T) {
 	require.Zero(t, aborted)
 	writes, _ := sum(t, reg, metrics.StateWrites, nil)
 	require.GreaterOrEqual(t, writes, float64(keys))
+	inBytes, _ := sum(t, reg, metrics.InputBytes, map[string]string{"topic": in})
+	require.Equal(t, keyValueBytes(ins), inBytes)
+	outBytes, _ := sum(t, reg, metrics.OutputBytes, nil)
+	require.Equal(t, keyValueBytes(c.ReadCommitted(t, out)), outBytes)
+	commits, _ := sum(t, reg, metrics.CommitDuration, nil)
+	require.Equal(t, committed, commits, "one commit latency per transaction")
+	values, _ := sum(t, reg, metrics.StateValueBytes, nil)
+	require.Equal(t, writes, values, "one value size per state put")
+	require.Equal(t, float64(n), histSum(t, reg, metrics.BatchRecords), "every record in one chunk")
 	kafkatest.WaitFor(t, 10*time.Second, "lag 0 on every input partition", func() bool {
 		lag, series := sum(t, reg, metrics.ConsumerLag, map[string]string{"topic": in})
 		return series == partitions && lag == 0
@@ -153,6 +188,61 @@ func TestMetricsCount(t *testing.T) {
 	require.NoError(t, rn.stop(t))
 	s, _ = r.State()
 	require.Equal(t, runner.Stopped, s)
+}
+
+// TestMetricsOffsetsOnly: intervals that wrote nothing commit their
+// offsets through the group member; their input records count, no
+// transaction does.
+func TestMetricsOffsetsOnly(t *testing.T) {
+	c := kafkatest.New(t)
+	in, app := kafkatest.Name("in"), kafkatest.Name("app")
+	const partitions, n = 2, 100
+	c.CreateTopic(t, in, partitions)
+	ins := inputs(in, n, 10, partitions)
+	c.Produce(t, ins...)
+	drop := transformer.Stateless(func(context.Context, *transformer.Record, *transformer.Outputs) error { return nil })
+	reg := prometheus.NewRegistry()
+	_, rn := startRunner(t, c, drop, runner.ApplicationID(app), runner.InputTopics(in), runner.Metrics(reg))
+	waitCommitted(t, c, app, in, 60*time.Second, rn.done)
+	kafkatest.WaitFor(t, 10*time.Second, "every input counted", func() bool {
+		recsIn, _ := sum(t, reg, metrics.RecordsIn, map[string]string{"topic": in})
+		return recsIn == n
+	})
+	inBytes, _ := sum(t, reg, metrics.InputBytes, map[string]string{"topic": in})
+	require.Equal(t, keyValueBytes(ins), inBytes)
+	committed, _ := sum(t, reg, metrics.TxnCommitted, nil)
+	require.Zero(t, committed)
+	_, outSeries := sum(t, reg, metrics.RecordsOut, nil)
+	require.Zero(t, outSeries)
+	require.NoError(t, rn.stop(t))
+}
+
+// TestMetricsDeadLetter: records the dead-letter policy handled count as
+// invalid and as dead letters of their topic once committed; they are
+// outputs of the transaction.
+func TestMetricsDeadLetter(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, dlq, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("dlq"), kafkatest.Name("app")
+	c.CreateTopic(t, in, 1)
+	c.CreateTopic(t, out, 1)
+	c.CreateTopic(t, dlq, 1)
+	orderInputs(t, c, in)
+	reg := prometheus.NewRegistry()
+	_, rn := startRunner(t, c, orders(out), runner.ApplicationID(app), runner.InputTopics(in),
+		runner.InvalidRecords(runner.DeadLetter(dlq)), runner.Metrics(reg))
+	waitCommitted(t, c, app, in, 60*time.Second, rn.done)
+	kafkatest.WaitFor(t, 10*time.Second, "every input counted", func() bool {
+		recsIn, _ := sum(t, reg, metrics.RecordsIn, map[string]string{"topic": in})
+		return recsIn == 4
+	})
+	invalid, _ := sum(t, reg, metrics.InvalidRecords, map[string]string{"policy": "dead-letter"})
+	require.Equal(t, 2.0, invalid)
+	dead, _ := sum(t, reg, metrics.DeadLetters, map[string]string{"topic": dlq})
+	require.Equal(t, 2.0, dead)
+	require.Len(t, c.ReadCommitted(t, dlq), 2)
+	recsOut, _ := sum(t, reg, metrics.RecordsOut, nil)
+	require.Equal(t, 4.0, recsOut, "two outputs and two dead letters")
+	require.NoError(t, rn.stop(t))
 }
 
 // TestMetricsAbort: a transform error aborts the batch, the abort counter

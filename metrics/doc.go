@@ -13,19 +13,19 @@
 // gives alert rules):
 //
 //	flechtwerk_runner_state{state}                       gauge      1 for the current state
-//	flechtwerk_records_in_total{topic,partition}         counter    input records of committed batches
+//	flechtwerk_records_in_total{topic,partition}         counter    input records committed
 //	flechtwerk_records_out_total{partition}              counter    output records committed
-//	flechtwerk_input_bytes_total{topic,partition}        counter    key+value bytes in
-//	flechtwerk_output_bytes_total{partition}             counter    key+value bytes out
+//	flechtwerk_input_bytes_total{topic,partition}        counter    key+value bytes in, committed
+//	flechtwerk_output_bytes_total{partition}             counter    key+value bytes out, committed
 //	flechtwerk_state_writes_total{partition}             counter    changelog writes committed
 //	flechtwerk_state_value_bytes                         histogram  size of each state value written
-//	flechtwerk_invalid_records_total{policy}             counter    records an invalid-record policy handled
-//	flechtwerk_dead_letters_total{topic}                 counter    records routed to a dead-letter topic
-//	flechtwerk_batch_records                             histogram  records per batch
-//	flechtwerk_batch_duration_seconds                    histogram  batch time, transform through commit
-//	flechtwerk_record_duration_seconds                   histogram  mean transform time per record
+//	flechtwerk_invalid_records_total{policy}             counter    committed records an invalid-record policy handled
+//	flechtwerk_dead_letters_total{topic}                 counter    records committed to a dead-letter topic
+//	flechtwerk_batch_records                             histogram  records per chunk of a task
+//	flechtwerk_batch_duration_seconds                    histogram  chunk time, transform to open transaction
+//	flechtwerk_record_duration_seconds                   histogram  mean transform time per record of a chunk
 //	flechtwerk_transactions_committed_total{partition}   counter    transactions committed
-//	flechtwerk_transactions_aborted_total{partition,reason} counter task batches not committed
+//	flechtwerk_transactions_aborted_total{partition,reason} counter processed, not committed
 //	flechtwerk_commit_duration_seconds                   histogram  commit latency
 //	flechtwerk_fenced_total{partition}                   counter    producers fenced by a newer owner
 //	flechtwerk_rebalances_total                          counter    rebalances
@@ -49,8 +49,10 @@
 // gathered, from the running Run: the lag (one ListOffsets and one
 // OffsetFetch, at most once per second), store entries (a key count, at
 // most once per 30s per store) and bytes, the config entries and cursor
-// age. Hot-path hooks cost a few counter adds per task batch, not per
-// record (see BenchmarkHooks in internal/metrics).
+// age. Records, bytes, state writes and policy counts are counted when the
+// transaction (or the offsets-only commit) that holds them commits. Hot-path
+// hooks cost a few observations per chunk and a few counter adds per
+// commit, not per record (see BenchmarkHooks in internal/metrics).
 //
 // # Concurrency
 //

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flechtwerk/flechtwerk/internal/batch"
 	"github.com/flechtwerk/flechtwerk/task"
 )
 
@@ -272,6 +273,7 @@ func (w *worker) process(recs []*kgo.Record) error {
 	// Buffered: a goroutine abandoned at the deadline sends its late
 	// result here and exits without a reader.
 	res := make(chan result, 1)
+	began := time.Now()
 	go func() {
 		b, err := w.t.Process(ctx, recs, w.rn.sem)
 		res <- result{b, err}
@@ -292,16 +294,21 @@ func (w *worker) process(recs []*kgo.Record) error {
 		if ctx.Err() != nil && errors.Is(r.err, context.DeadlineExceeded) {
 			return w.timeout() // the transform honored the deadline
 		}
+		c.Metrics.Aborted(w.t.Partition(), "transform", r.err)
 		return fmt.Errorf("runner: %w", r.err)
 	}
+	transformed := time.Now()
 	if err := w.t.Add(r.b); err != nil {
+		c.Metrics.Aborted(w.t.Partition(), "commit", err)
 		return fmt.Errorf("runner: %w", err)
 	}
+	c.Metrics.Chunk(r.b.Records, began, transformed)
 	return nil
 }
 
 func (w *worker) timeout() error {
 	n := w.t.Partition()
+	w.rn.r.cfg.Metrics.Aborted(n, "timeout", nil)
 	return &BatchTimeoutError{Partitions: []int32{n}, Timeout: w.rn.r.cfg.BatchTimeout, FirstOffsets: map[int32]map[string]int64{n: w.first}}
 }
 
@@ -315,7 +322,14 @@ func (w *worker) commit() error {
 	ctx, cancel := context.WithTimeout(context.Background(), w.rn.r.cfg.BatchTimeout)
 	defer cancel()
 	if p.Txn {
-		if err := w.t.CommitOpen(ctx); err != nil {
+		began := time.Now()
+		st, err := w.t.CommitOpen(ctx)
+		if st.Transactional() {
+			w.committed(&st, time.Since(began))
+		} else {
+			w.rn.r.cfg.Metrics.CommitFailed(w.t.Partition(), time.Since(began), err)
+		}
+		if err != nil {
 			return fmt.Errorf("runner: %w", err)
 		}
 		w.first = nil
@@ -330,9 +344,25 @@ func (w *worker) commit() error {
 		offsets[topic] = map[int32]kgo.EpochOffset{w.t.Partition(): {Epoch: -1, Offset: off}}
 	}
 	if err := w.rn.commitDirect(ctx, offsets); err != nil {
+		w.rn.r.cfg.Metrics.Aborted(w.t.Partition(), "commit", err)
 		return fmt.Errorf("runner: task %d: %w", w.t.Partition(), err)
 	}
-	w.t.OffsetsCommitted()
+	st := w.t.OffsetsCommitted()
+	w.committed(&st, 0)
 	w.first = nil
 	return nil
+}
+
+// committed records a commit of the task's records in the metrics.
+func (w *worker) committed(st *task.Stats, d time.Duration) {
+	m := w.rn.r.cfg.Metrics
+	if m == nil {
+		return
+	}
+	m.Committed(w.t.Partition(), st, d)
+	skipped, substituted, dead := st.Invalid()
+	m.InvalidRecords(batch.Skip.String(), skipped)
+	m.InvalidRecords(batch.Substitute.String(), substituted)
+	m.InvalidRecords(batch.DeadLetter.String(), dead)
+	m.DeadLetter(w.rn.r.cfg.DeadLetterTopic(), dead)
 }

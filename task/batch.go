@@ -18,6 +18,9 @@ type Batch struct {
 	Offsets map[string]int64
 	// Records is how many input records the batch held.
 	Records int
+	// for Stats
+	inputs  []topicInput
+	invalid invalidCounts
 }
 
 // Empty reports whether the batch wrote nothing: no output and no state
@@ -50,7 +53,9 @@ func (t *Task) Process(ctx context.Context, recs []*kgo.Record, sem chan struct{
 	if err != nil {
 		return nil, err
 	}
-	return &Batch{outputs: res.Outputs, writes: res.Writes, Offsets: res.Offsets, Records: res.Records}, nil
+	return &Batch{outputs: res.Outputs, writes: res.Writes, Offsets: res.Offsets, Records: res.Records,
+		inputs:  addInputs(make([]topicInput, 0, len(t.cfg.InputTopics)), recs),
+		invalid: invalidCounts{res.Skipped, res.Substituted, res.DeadLettered}}, nil
 }
 
 // get reads key from the open transaction's overlay, else from the store

@@ -29,6 +29,9 @@ type open struct {
 	records int       // input records in the transaction
 	bytes   int64     // bytes of outputs and overlay
 	outputs int
+	// stats of every batch added since the last commit (inputs and
+	// policy counts also of empty batches)
+	stats Stats
 }
 
 // Add joins a processed batch to what the task has not committed: a
@@ -54,6 +57,8 @@ func (t *Task) Add(b *Batch) error {
 			o.offsets[topic] = off
 		}
 	}
+	o.stats.inputs = mergeInputs(o.stats.inputs, b.inputs)
+	o.stats.invalid.add(b.invalid)
 	if b.Empty() {
 		return nil
 	}
@@ -70,9 +75,12 @@ func (t *Task) Add(b *Batch) error {
 	o.records += b.Records
 	o.outputs += len(b.outputs)
 	for _, r := range b.outputs {
-		o.bytes += int64(len(r.Key) + len(r.Value))
+		n := int64(len(r.Key) + len(r.Value))
+		o.bytes += n
+		o.stats.outputBytes += n
 		o.txn.Send(r)
 	}
+	o.stats.outputs += len(b.outputs)
 	if o.overlay == nil && len(b.writes) > 0 {
 		o.overlay = make(map[string]store.Write, len(b.writes))
 	}
@@ -117,12 +125,15 @@ func (t *Task) Pending() Pending {
 }
 
 // OffsetsCommitted tells the task that its pending offsets were committed
-// through the group member (no transaction was open).
-func (t *Task) OffsetsCommitted() {
+// through the group member (no transaction was open), and returns the
+// stats of what they committed.
+func (t *Task) OffsetsCommitted() Stats {
 	if t.open.txn != nil {
-		return
+		return Stats{}
 	}
+	s := t.open.stats
 	t.open = open{}
+	return s
 }
 
 // CommitOpen commits the open transaction: the overlay's changelog records
@@ -134,7 +145,9 @@ func (t *Task) OffsetsCommitted() {
 // nothing of it is visible, the overlay is dropped, and the task must not
 // be used again. ctx's deadline bounds the commit (without one, the
 // transaction timeout does); its cancellation does not cut the end off.
-func (t *Task) CommitOpen(ctx context.Context) error {
+// It returns the stats of what the transaction committed (also when only
+// the store update failed: the transaction committed).
+func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(t.cfg.TransactionTimeout)
@@ -144,11 +157,11 @@ func (t *Task) CommitOpen(ctx context.Context) error {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if t.closed {
-		return fmt.Errorf("task %d: transaction not committed: %w", t.cfg.Partition, ErrClosed)
+		return Stats{}, fmt.Errorf("task %d: transaction not committed: %w", t.cfg.Partition, ErrClosed)
 	}
 	o := t.open
 	if o.txn == nil {
-		return fmt.Errorf("task %d: no open transaction; commit the offsets through the group member", t.cfg.Partition)
+		return Stats{}, fmt.Errorf("task %d: no open transaction; commit the offsets through the group member", t.cfg.Partition)
 	}
 	t.open = open{}
 	writes := make([]store.Write, 0, len(o.overlay))
@@ -166,8 +179,10 @@ func (t *Task) CommitOpen(ctx context.Context) error {
 		TopicIDs:  t.cfg.TopicIDs,
 	})
 	if err != nil {
-		return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
+		return Stats{}, fmt.Errorf("task %d: %w", t.cfg.Partition, err)
 	}
+	st := o.stats
+	st.writes, st.transactional = writes, true
 	t.cfg.Logger.Debug("transaction committed", "partition", t.cfg.Partition,
 		"records", o.records, "outputs", o.outputs, "state_writes", len(writes),
 		"produce", tm.Produce, "offsets", tm.Offsets, "total", tm.Total, "open", time.Since(o.began))
@@ -184,10 +199,10 @@ func (t *Task) CommitOpen(ctx context.Context) error {
 			err = t.store.Apply(writes)
 		}
 		if err != nil {
-			return fmt.Errorf("task %d: transaction committed but the store update failed (restored from the changelog on restart): %w", t.cfg.Partition, err)
+			return st, fmt.Errorf("task %d: transaction committed but the store update failed (restored from the changelog on restart): %w", t.cfg.Partition, err)
 		}
 	}
-	return nil
+	return st, nil
 }
 
 // Commits returns how many transactions the task committed (CommitOpen

@@ -52,6 +52,9 @@ type Result struct {
 	Offsets map[string]int64
 	// Records is how many input records (not control records) it held.
 	Records int
+	// Skipped, Substituted and DeadLettered count the records the
+	// invalid-record policy handled (also added to the Policy's counts).
+	Skipped, Substituted, DeadLettered int
 }
 
 // bucket is the records of one state key.
@@ -210,6 +213,7 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 	pol.Skipped.Add(n.skipped)
 	pol.Substituted.Add(n.substituted)
 	pol.DeadLettered.Add(n.dead)
+	res.Skipped, res.Substituted, res.DeadLettered = int(n.skipped), int(n.substituted), int(n.dead)
 	return res, nil
 }
 

@@ -16,23 +16,37 @@ import (
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
-// fakeBatch is a processed batch as the recorder sees it.
-type fakeBatch struct{ res *batch.Result }
+// fakeInterval is a committed transaction as the recorder sees it.
+type fakeInterval struct {
+	recs []*kgo.Record
+	res  *batch.Result
+}
 
-func (b fakeBatch) Empty() bool      { return len(b.res.Outputs) == 0 && len(b.res.Writes) == 0 }
-func (b fakeBatch) Outputs() int     { return len(b.res.Outputs) }
-func (b fakeBatch) StateWrites() int { return len(b.res.Writes) }
-func (b fakeBatch) Sizes(output, state func(int)) {
-	for _, r := range b.res.Outputs {
-		output(len(r.Key) + len(r.Value))
+func (f fakeInterval) Transactional() bool { return true }
+func (f fakeInterval) Inputs(fn func(string, int, int64)) {
+	var bytes int64
+	for _, r := range f.recs {
+		bytes += int64(len(r.Key) + len(r.Value))
 	}
-	for _, w := range b.res.Writes {
-		state(len(w.Value))
+	fn("in", len(f.recs), bytes)
+}
+func (f fakeInterval) Outputs() (int, int64) {
+	var bytes int64
+	for _, r := range f.res.Outputs {
+		bytes += int64(len(r.Key) + len(r.Value))
+	}
+	return len(f.res.Outputs), bytes
+}
+func (f fakeInterval) StateWrites() int { return len(f.res.Writes) }
+func (f fakeInterval) StateValues(fn func(int)) {
+	for _, w := range f.res.Writes {
+		fn(len(w.Value))
 	}
 }
 
-// BenchmarkHooks runs one task batch of 500 records through the batch
-// engine (a per-key counter), with the hooks the runner calls per batch,
+// BenchmarkHooks runs one chunk of 500 records through the batch engine
+// (a per-key counter), with the hooks the runner calls per chunk and per
+// commit (one commit per chunk: the most the runner ever calls them),
 // without metrics (a nil recorder) and with them. The ratio of the two is
 // the cost of metrics on the hot path.
 func BenchmarkHooks(b *testing.B) {
@@ -62,16 +76,16 @@ func BenchmarkHooks(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				rec.TaskBatch(0, recs, fakeBatch{res}, began, time.Now(), nil)
-				rec.Batch(len(recs), began)
+				rec.Chunk(len(recs), began, time.Now())
+				rec.Committed(0, fakeInterval{recs, res}, time.Since(began))
 			}
 		})
 	}
 }
 
-// BenchmarkTaskBatchHook is the cost of the per-task-batch hook alone for
-// 500 records (the per-record part is a loop over key and value lengths).
-func BenchmarkTaskBatchHook(b *testing.B) {
+// BenchmarkCommitHook is the cost of the per-commit hook alone for a
+// transaction of 500 input and 250 output records.
+func BenchmarkCommitHook(b *testing.B) {
 	rec, err := metrics.New(prometheus.NewRegistry(), "bench")
 	require.NoError(b, err)
 	recs := make([]*kgo.Record, 500)
@@ -79,8 +93,7 @@ func BenchmarkTaskBatchHook(b *testing.B) {
 		recs[i] = &kgo.Record{Topic: "in", Key: []byte("key"), Value: []byte("value")}
 	}
 	res := &batch.Result{Outputs: recs[:250]}
-	now := time.Now()
 	for b.Loop() {
-		rec.TaskBatch(0, recs, fakeBatch{res}, now, now, nil)
+		rec.Committed(0, fakeInterval{recs, res}, time.Millisecond)
 	}
 }

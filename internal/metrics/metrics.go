@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk/fencing"
 	pub "github.com/flechtwerk/flechtwerk/metrics"
@@ -143,115 +142,94 @@ func New(reg prometheus.Registerer, app string) (*Recorder, error) {
 
 func part(p int32) string { return strconv.FormatInt(int64(p), 10) }
 
-// Batch is what the recorder reads of a processed task batch.
-type Batch interface {
-	Empty() bool
-	Outputs() int
+// Interval is what the recorder reads of a task's commit (task.Stats).
+type Interval interface {
+	// Transactional reports a transaction; false is an offsets-only
+	// commit through the group member.
+	Transactional() bool
+	Inputs(fn func(topic string, records int, bytes int64))
+	Outputs() (records int, bytes int64)
 	StateWrites() int
-	// Sizes calls output with the key+value size of every output record
-	// and state with the value size of every state put.
-	Sizes(output, state func(n int))
+	StateValues(fn func(n int))
 }
 
-// TaskBatch records one task's part of a batch: recs were processed from
-// began; committing (the zero time when there was nothing to commit or
-// the transform failed) is when its commit started; err is the result.
-// An empty batch counts its inputs (its offsets are committed by the
-// group member with the rest of the batch).
-func (r *Recorder) TaskBatch(partition int32, recs []*kgo.Record, b Batch, began, committing time.Time, err error) {
+// Committed records a commit of partition's task: the inputs, outputs and
+// state writes of the records it committed; a transaction also counts as
+// committed, with its commit latency d.
+func (r *Recorder) Committed(partition int32, s Interval, d time.Duration) {
 	if r == nil {
 		return
 	}
-	now := time.Now()
 	p := part(partition)
-	if err != nil {
-		reason := "transform"
-		switch {
-		case errors.Is(err, fencing.ErrFenced):
-			reason = "fenced"
-			r.fenced.WithLabelValues(p).Inc()
-		case !committing.IsZero():
-			reason = "commit"
-		}
-		r.aborted.WithLabelValues(p, reason).Inc()
-		if !committing.IsZero() {
-			r.commitTime.Observe(now.Sub(committing).Seconds())
-		}
+	s.Inputs(func(topic string, n int, bytes int64) {
+		r.recordsIn.WithLabelValues(topic, p).Add(float64(n))
+		r.inBytes.WithLabelValues(topic, p).Add(float64(bytes))
+	})
+	if !s.Transactional() {
 		return
 	}
-	processed := now
-	if !committing.IsZero() {
-		processed = committing
-		r.commitTime.Observe(now.Sub(committing).Seconds())
-		r.committed.WithLabelValues(p).Inc()
+	r.committed.WithLabelValues(p).Inc()
+	r.commitTime.Observe(d.Seconds())
+	if n, bytes := s.Outputs(); n > 0 {
+		r.recordsOut.WithLabelValues(p).Add(float64(n))
+		r.outBytes.WithLabelValues(p).Add(float64(bytes))
 	}
-	var (
-		topic         string
-		n, bytes, all int
-	)
-	flush := func() {
-		if n > 0 {
-			r.recordsIn.WithLabelValues(topic, p).Add(float64(n))
-			r.inBytes.WithLabelValues(topic, p).Add(float64(bytes))
-		}
-		n, bytes = 0, 0
+	if n := s.StateWrites(); n > 0 {
+		r.stateWrites.WithLabelValues(p).Add(float64(n))
+		s.StateValues(func(n int) { r.stateValue.Observe(float64(n)) })
 	}
-	for _, rec := range recs {
-		if rec.Attrs.IsControl() {
-			continue
-		}
-		if rec.Topic != topic {
-			flush()
-			topic = rec.Topic
-		}
-		n++
-		all++
-		bytes += len(rec.Key) + len(rec.Value)
-	}
-	flush()
-	if all > 0 {
-		r.recordTime.Observe(processed.Sub(began).Seconds() / float64(all))
-	}
-	if b == nil || b.Empty() {
-		return
-	}
-	r.recordsOut.WithLabelValues(p).Add(float64(b.Outputs()))
-	r.stateWrites.WithLabelValues(p).Add(float64(b.StateWrites()))
-	var outBytes int
-	b.Sizes(func(n int) { outBytes += n }, func(n int) { r.stateValue.Observe(float64(n)) })
-	r.outBytes.WithLabelValues(p).Add(float64(outBytes))
 }
 
-// Batch records a batch of n records that began at began; call it when
-// the batch ended.
-func (r *Recorder) Batch(n int, began time.Time) {
+// CommitFailed records a transaction of partition's task whose commit
+// failed after d (it was aborted, or the broker aborts it).
+func (r *Recorder) CommitFailed(partition int32, d time.Duration, err error) {
 	if r == nil {
 		return
 	}
-	r.batchRecords.Observe(float64(n))
+	r.commitTime.Observe(d.Seconds())
+	r.Aborted(partition, "commit", err)
+}
+
+// Aborted records that what partition's task processed since its last
+// commit ended without one, for reason (transform, commit, timeout); an
+// err of a fenced producer makes it fenced and counts the fence.
+func (r *Recorder) Aborted(partition int32, reason string, err error) {
+	if r == nil {
+		return
+	}
+	p := part(partition)
+	if errors.Is(err, fencing.ErrFenced) {
+		reason = "fenced"
+		r.fenced.WithLabelValues(p).Inc()
+	}
+	r.aborted.WithLabelValues(p, reason).Inc()
+}
+
+// Chunk records a chunk of records input records a task's worker took:
+// processing began at began, the transform ended at transformed, and it
+// joined the open transaction now.
+func (r *Recorder) Chunk(records int, began, transformed time.Time) {
+	if r == nil {
+		return
+	}
+	r.batchRecords.Observe(float64(records))
 	r.batchTime.Observe(time.Since(began).Seconds())
-}
-
-// TimedOut records the task batches abandoned at BatchTimeout.
-func (r *Recorder) TimedOut(partitions []int32) {
-	if r == nil {
-		return
-	}
-	for _, n := range partitions {
-		r.aborted.WithLabelValues(part(n), "timeout").Inc()
+	if records > 0 {
+		r.recordTime.Observe(transformed.Sub(began).Seconds() / float64(records))
 	}
 }
 
-// InvalidRecord records an input record an invalid-record policy handled.
-func (r *Recorder) InvalidRecord(policy string) {
-	if r != nil {
-		r.invalid.WithLabelValues(policy).Inc()
+// InvalidRecords records n committed input records the invalid-record
+// policy handled.
+func (r *Recorder) InvalidRecords(policy string, n int) {
+	if r != nil && n > 0 {
+		r.invalid.WithLabelValues(policy).Add(float64(n))
 	}
 }
 
-// DeadLetter records n records routed to the dead-letter topic.
+// DeadLetter records n records committed to the dead-letter topic.
 func (r *Recorder) DeadLetter(topic string, n int) {
-	if r != nil {
+	if r != nil && n > 0 {
 		r.deadLetters.WithLabelValues(topic).Add(float64(n))
 	}
 }
