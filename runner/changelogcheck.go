@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -18,12 +19,12 @@ import (
 // empty changelog would go on counting from empty state, silently. A new
 // application (no committed offsets past the inputs' log start) gets its
 // changelog created by Ensure.
-func requireChangelogOrNewGroup(ctx context.Context, adm *kadm.Client, topic, group string, inputs []string) error {
+func requireChangelogOrNewGroup(ctx context.Context, adm *kadm.Client, log *slog.Logger, topic, group string, inputs []string) error {
 	exists, err := topicExists(ctx, adm, topic)
 	if err != nil || exists {
 		return err
 	}
-	offs, err := adm.FetchOffsets(ctx, group)
+	offs, err := fetchCommitted(ctx, adm, log, group, inputs)
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		return nil // a new group: nothing committed
 	}

@@ -47,7 +47,7 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 	var changelogTopic string
 	if r.proc.Stateful() {
 		changelogTopic = c.Changelog()
-		if err := requireChangelogOrNewGroup(ctx, adm, changelogTopic, c.Group(), c.InputTopics); err != nil {
+		if err := requireChangelogOrNewGroup(ctx, adm, c.Logger, changelogTopic, c.Group(), c.InputTopics); err != nil {
 			return err
 		}
 		if err := changelog.Ensure(ctx, adm, changelogTopic, partitions, c.Replication); err != nil {
