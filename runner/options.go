@@ -281,7 +281,17 @@ func Substitute(hook func(*transformer.InvalidRecordError) ([]byte, error)) Inva
 // InvalidRecords sets the policy for invalid records: Crash (the default),
 // Skip, DeadLetter(topic) or Substitute(hook). Give it once: two different
 // policies are an error of New (flechtwerk.CodeInvalidRecordPolicy), as
-// are DeadLetter("") and Substitute(nil). Transformer only.
+// are DeadLetter("") and Substitute(nil).
+//
+// A sink (package sink) applies it too, to a value its codec does not
+// decode and to a record its Expand step rejects with
+// transformer.ErrInvalidRecord: Crash ends Run and nothing at or after the
+// record commits; Skip releases the record at once, so its offset commits
+// with the others; Substitute decodes the hook's value and hands it on.
+// DeadLetter is at-least-once there, like the sink: the dead letter (same
+// headers) is produced synchronously by an idempotent producer (acks=all)
+// before the record is completed, so its offset commits only once the dead
+// letter is durable; a crash in between writes it again on the restart.
 func InvalidRecords(p InvalidRecordPolicy) Opt {
 	return only(config.Transformer, "InvalidRecords", func(c *config.Options) {
 		c.InvalidRecords = append(c.InvalidRecords, p.p)
@@ -289,7 +299,7 @@ func InvalidRecords(p InvalidRecordPolicy) Opt {
 }
 
 // Sink options. A sink (package sink) takes InputTopics, MaxPollRecords,
-// Concurrency, SessionTimeout and the shared options as well; its delivery
+// InvalidRecords, Concurrency, SessionTimeout and the shared options as well; its delivery
 // mode is declared on the sink (sink.Delivery).
 
 // CommitKeepalive sets how often an idle partition of an at-least-once

@@ -95,6 +95,9 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 		r.policy = r.cfg.Policy()
 		r.proc = batch.WithPolicy(r.proc, r.policy)
 	}
+	if r.snk != nil {
+		r.policy = r.cfg.Policy() // applied by the sink run (sink.go)
+	}
 	if x != nil {
 		r.ex = extract.New(&r.cfg, x)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/internal/batch"
 	"github.com/flechtwerk/flechtwerk/internal/commit"
 	"github.com/flechtwerk/flechtwerk/internal/config"
 	"github.com/flechtwerk/flechtwerk/internal/group"
@@ -75,6 +76,8 @@ type sinkRun struct {
 	adm      *kadm.Client
 	tracker  *commit.Tracker // at-least-once only
 	consumer *kgo.Client
+	pol      *batch.Policy // the InvalidRecords policy
+	dlq      *kgo.Client   // the dead-letter producer of batch.DeadLetter
 
 	fatalOnce sync.Once
 	fatal     chan error
@@ -101,6 +104,7 @@ func (r *Runner) runSink(ctx context.Context) error {
 		snk:     r.snk,
 		atLeast: r.snk.Delivery() == sinkstage.AtLeastOnce,
 		adm:     kadm.NewClient(admCl),
+		pol:     r.policy,
 		fatal:   make(chan error, 1),
 	}
 	// Sinks do not need equal partition counts: check each topic alone.
@@ -108,6 +112,17 @@ func (r *Runner) runSink(ctx context.Context) error {
 		if _, _, err := topics.Describe(ctx, sr.adm, "input", []string{t}); err != nil {
 			return err
 		}
+	}
+	if dl := c.DeadLetterTopic(); dl != "" {
+		if _, _, err := topics.Describe(ctx, sr.adm, "dead-letter", []string{dl}); err != nil {
+			return err
+		}
+		// A plain idempotent producer (franz-go's default: idempotent,
+		// acks=all): the sink is at-least-once, so is its dead letter.
+		if sr.dlq, err = kgo.NewClient(append(base, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))...); err != nil {
+			return fmt.Errorf("runner: dead-letter producer: %w", err)
+		}
+		defer sr.dlq.Close()
 	}
 	// The committed offsets must be readable before anything is
 	// consumed: never a silent fall back to the reset policy.
@@ -390,7 +405,7 @@ func (sr *sinkRun) cycle(ctx context.Context, fetches kgo.Fetches) error {
 					return
 				}
 			}
-			outs, err := sr.snk.Prepare(ctx, rec)
+			outs, err := sr.prepare(ctx, rec)
 			if err != nil {
 				prepErr = err
 				return
@@ -448,6 +463,56 @@ func (sr *sinkRun) cycle(ctx context.Context, fetches kgo.Fetches) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// prepare is the sink's Prepare with the InvalidRecords policy applied to
+// an invalid record: Crash returns its *transformer.InvalidRecordError;
+// Skip returns no outputs (the record is released at once); Substitute
+// prepares the record with the hook's value; DeadLetter produces the
+// record's dead letter synchronously and returns no outputs, so the record
+// is completed, and its offset committed, only after the dead letter is
+// durable.
+func (sr *sinkRun) prepare(ctx context.Context, rec *kgo.Record) ([]sinkstage.Output, error) {
+	outs, err := sr.snk.Prepare(ctx, rec)
+	if err == nil {
+		return outs, nil
+	}
+	ie, ok := batch.AsInvalid(rec, err)
+	if !ok {
+		return nil, err
+	}
+	pol := sr.pol
+	switch pol.Mode {
+	case batch.Skip:
+		pol.Log(ie)
+		pol.Skipped.Add(1)
+		return nil, nil
+	case batch.Substitute:
+		sub, err := pol.SubstitutedRecord(rec, ie)
+		if err != nil {
+			return nil, err
+		}
+		outs, err := sr.snk.Prepare(ctx, sub)
+		if err != nil {
+			if ie2, ok := batch.AsInvalid(sub, err); ok {
+				return nil, fmt.Errorf("%w (policy substitute: the substitute value is invalid too)", ie2)
+			}
+			return nil, err
+		}
+		pol.Log(ie)
+		pol.Substituted.Add(1)
+		return outs, nil
+	case batch.DeadLetter:
+		dl := pol.DeadLetterRecord(rec, ie)
+		if err := sr.dlq.ProduceSync(ctx, dl).FirstErr(); err != nil {
+			return nil, fmt.Errorf("runner: sink: producing the dead letter of %s[%d]@%d to topic %q: %w",
+				rec.Topic, rec.Partition, rec.Offset, pol.DeadLetterTopic, err)
+		}
+		pol.Log(ie)
+		pol.DeadLettered.Add(1)
+		return nil, nil
+	}
+	return nil, ie
 }
 
 // commitAsync commits offs without waiting; a failure is logged with its

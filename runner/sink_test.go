@@ -422,3 +422,176 @@ func TestSinkStartOffsets(t *testing.T) {
 	require.ElementsMatch(t, []string{"2", "3", "4", "5", "6", "7", "8", "9", "108", "109"}, second.values())
 	require.False(t, floorBroken.Load(), "the replay rewound the committed offset below the floor")
 }
+
+// intSink collects the decoded values it was asked to write.
+type intSink struct {
+	mu     sync.Mutex
+	values []int
+}
+
+func (s *intSink) Write(_ context.Context, batch []sink.Record[int]) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range batch {
+		s.values = append(s.values, r.Value)
+	}
+	return nil
+}
+
+func (s *intSink) got() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.values...)
+}
+
+// producePoison writes the JSON values 1, 2, a value that does not decode
+// (offset 2, with a header), and 4 to partition 0 of topic.
+func producePoison(t *testing.T, c *kafkatest.Cluster, topic string) {
+	t.Helper()
+	c.Produce(t,
+		&kgo.Record{Topic: topic, Key: []byte("k1"), Value: []byte("1")},
+		&kgo.Record{Topic: topic, Key: []byte("k2"), Value: []byte("2")},
+		&kgo.Record{Topic: topic, Key: []byte("k3"), Value: []byte("oops"), Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("t3")}}},
+		&kgo.Record{Topic: topic, Key: []byte("k4"), Value: []byte("4")},
+	)
+}
+
+func sinkApp(t *testing.T, prefix string) (*kafkatest.Cluster, string, string) {
+	c := kafkatest.New(t)
+	topic, app := kafkatest.Name(prefix), kafkatest.Name(prefix+"-app")
+	c.CreateTopic(t, topic, 1)
+	producePoison(t, c, topic)
+	return c, topic, app
+}
+
+// TestSinkInvalidSkip: under Skip an undecodable value (and a record Expand
+// rejects as invalid) is released at once: the offset commits up to the
+// end (lag 0), the others are written, and the skips are counted.
+func TestSinkInvalidSkip(t *testing.T) {
+	c, topic, app := sinkApp(t, "sink-skip")
+	c.Produce(t, &kgo.Record{Topic: topic, Value: []byte("13")}) // rejected by Expand
+	s := &intSink{}
+	expand := sink.Expand(func(_ context.Context, r sink.Record[int]) ([]sink.Record[int], error) {
+		if r.Value == 13 {
+			return nil, transformer.Invalid(errors.New("unlucky"))
+		}
+		return []sink.Record[int]{r}, nil
+	})
+	r, err := runner.New(sink.New[int](s, sink.Delivery(sink.AtLeastOnce), expand),
+		runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(topic),
+		runner.InvalidRecords(runner.Skip))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	kafkatest.WaitFor(t, 30*time.Second, "the offset past every record committed (lag 0)", func() bool {
+		return c.CommittedOffsets(t, app, topic)[0] == c.EndOffsets(t, topic)[0]
+	})
+	cancel()
+	require.NoError(t, <-done)
+	require.Equal(t, []int{1, 2, 4}, s.got())
+	require.Equal(t, int64(2), r.Stats().InvalidSkipped)
+}
+
+// TestSinkInvalidSubstitute: under Substitute the hook's value is decoded
+// and handed on in place of the invalid one.
+func TestSinkInvalidSubstitute(t *testing.T) {
+	c, topic, app := sinkApp(t, "sink-sub")
+	s := &intSink{}
+	var seen atomic.Int64
+	hook := func(ie *transformer.InvalidRecordError) ([]byte, error) {
+		seen.Store(ie.Offset)
+		return []byte("-1"), nil
+	}
+	stop := startSink(t, sink.New[int](s, sink.Delivery(sink.AtLeastOnce)),
+		runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(topic),
+		runner.InvalidRecords(runner.Substitute(hook)))
+	kafkatest.WaitFor(t, 30*time.Second, "offset 4 committed", func() bool { return c.CommittedOffsets(t, app, topic)[0] == 4 })
+	require.NoError(t, stop())
+	require.Equal(t, []int{1, 2, -1, 4}, s.got())
+	require.Equal(t, int64(2), seen.Load())
+}
+
+// TestSinkInvalidCrash: by default an undecodable value ends Run with a
+// *transformer.InvalidRecordError naming the record, and nothing at or past
+// it commits.
+func TestSinkInvalidCrash(t *testing.T) {
+	c, topic, app := sinkApp(t, "sink-crash")
+	s := &intSink{}
+	r, err := runner.New(sink.New[int](s, sink.Delivery(sink.AtLeastOnce)),
+		runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(topic))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = r.Run(ctx)
+	var ie *transformer.InvalidRecordError
+	require.ErrorAs(t, err, &ie)
+	require.ErrorIs(t, err, transformer.ErrInvalidRecord)
+	require.Equal(t, topic, ie.Topic)
+	require.Equal(t, int32(0), ie.Partition)
+	require.Equal(t, int64(2), ie.Offset)
+	require.Equal(t, transformer.PartValue, ie.Part)
+	require.Equal(t, []byte("oops"), ie.Value)
+	require.Equal(t, []byte("k3"), ie.Key)
+	require.Less(t, c.CommittedOffsets(t, app, topic)[0], int64(3), "nothing at or past the invalid record commits")
+	require.NotContains(t, s.got(), 4)
+}
+
+// TestSinkInvalidDeadLetter: under DeadLetter the original record lands in
+// the dead-letter topic with the KIP-1034 headers, and the offset commits
+// past it.
+func TestSinkInvalidDeadLetter(t *testing.T) {
+	c, topic, app := sinkApp(t, "sink-dlq")
+	dlq := kafkatest.Name("sink-dlq-dead")
+	c.CreateTopic(t, dlq, 1)
+	s := &intSink{}
+	r, err := runner.New(sink.New[int](s, sink.Delivery(sink.AtLeastOnce)),
+		runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(topic),
+		runner.InvalidRecords(runner.DeadLetter(dlq)))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	defer cancel()
+	go func() { done <- r.Run(ctx) }()
+	kafkatest.WaitFor(t, 30*time.Second, "offset 4 committed", func() bool { return c.CommittedOffsets(t, app, topic)[0] == 4 })
+	cancel()
+	require.NoError(t, <-done)
+	require.Equal(t, []int{1, 2, 4}, s.got())
+	require.Equal(t, int64(1), r.Stats().InvalidDeadLettered)
+
+	dead := c.ReadCommitted(t, dlq)
+	require.Len(t, dead, 1)
+	d := dead[0]
+	require.Equal(t, []byte("k3"), d.Key)
+	require.Equal(t, []byte("oops"), d.Value)
+	hs := map[string]string{}
+	for _, h := range d.Headers {
+		hs[h.Key] = string(h.Value)
+	}
+	require.Equal(t, "t3", hs["trace"], "the original headers are kept")
+	require.Equal(t, topic, hs["__streams.errors.topic"])
+	require.Equal(t, "0", hs["__streams.errors.partition"])
+	require.Equal(t, "2", hs["__streams.errors.offset"])
+	require.Equal(t, "value", hs["__flechtwerk.errors.part"])
+	require.NotEmpty(t, hs["__streams.errors.message"])
+	require.NotEmpty(t, hs["__streams.errors.exception"])
+	require.NotEmpty(t, hs["__streams.errors.stacktrace"])
+}
+
+// TestSinkInvalidDeadLetterMissingTopic: a dead-letter topic that does not
+// exist is a startup error of the sink, and the sink writes nothing.
+func TestSinkInvalidDeadLetterMissingTopic(t *testing.T) {
+	c, topic, app := sinkApp(t, "sink-nodlq")
+	s := &intSink{}
+	r, err := runner.New(sink.New[int](s, sink.Delivery(sink.AtLeastOnce)),
+		runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(topic),
+		runner.InvalidRecords(runner.DeadLetter(kafkatest.Name("sink-nodlq-missing"))))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = r.Run(ctx)
+	require.ErrorIs(t, err, flechtwerk.ErrMissingTopic)
+	require.ErrorContains(t, err, "sink-nodlq-missing")
+	require.Empty(t, s.got())
+}

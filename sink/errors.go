@@ -2,14 +2,17 @@ package sink
 
 import "fmt"
 
-// RecordError is a record that could not be prepared for writing: its value
-// did not decode, or the Expand step failed (Part says which). It ends Run;
-// nothing at or after the record's offset is committed.
+// RecordError is a record whose Expand step failed with an error that does
+// not mark it invalid. It ends Run; nothing at or after the record's offset
+// is committed. A value that does not decode, or a record Expand rejects
+// with transformer.ErrInvalidRecord (transformer.Invalid), is an invalid
+// record instead: a *transformer.InvalidRecordError, handled by the
+// runner's InvalidRecords policy (by default it ends Run as well).
 type RecordError struct {
 	Topic     string
 	Partition int32
 	Offset    int64
-	// Part is "value" (the codec failed) or "expand".
+	// Part is "expand".
 	Part string
 	Err  error
 }

@@ -115,11 +115,18 @@ func Delivery(m Mode) Opt { return optFunc(func(c *cfg) { c.mode, c.modeSet = m,
 
 // ValueCodec sets the codec that decodes record values into V. Default
 // transformer.JSON[V](); transformer.Bytes() passes raw bytes ([]byte
-// sinks). A codec of another type than the sink's V is refused by New.
+// sinks). A codec of another type than the sink's V is refused by New. A
+// value that does not decode is an invalid record
+// (*transformer.InvalidRecordError, Part value): the runner's
+// InvalidRecords policy decides what becomes of it (by default Run ends).
 func ValueCodec[V any](c transformer.Codec[V]) Opt { return optFunc(func(cf *cfg) { cf.codec = c }) }
 
 // Expand sets a step that turns each record into the records to write
-// (fan-out, filtering). V must be the sink's value type.
+// (fan-out, filtering). V must be the sink's value type. An error wrapping
+// transformer.ErrInvalidRecord (transformer.Invalid) marks the record
+// invalid, for the runner's InvalidRecords policy; any other error ends Run
+// (a *RecordError). Write cannot reject single records: its error is the
+// batch's.
 func Expand[V any](fn ExpandFunc[V]) Opt { return optFunc(func(c *cfg) { c.expand = fn }) }
 
 // Resume sets the hook that returns the explicit resume state of assigned

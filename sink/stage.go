@@ -2,12 +2,14 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/sinkstage"
+	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
 // The runtime drives a *Stage through internal/sinkstage; nothing of it is
@@ -65,32 +67,43 @@ func (a adapter[V]) Prepare(ctx context.Context, r *kgo.Record) (outs []sinkstag
 	for _, h := range r.Headers {
 		rec.Headers = append(rec.Headers, Header{Key: h.Key, Value: h.Value})
 	}
-	part := "value"
-	defer func() {
-		if err != nil {
-			err = &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Part: part, Err: err}
+	// A value that does not decode, or a record Expand rejects as
+	// invalid (transformer.ErrInvalidRecord, transformer.Invalid), is an
+	// invalid record: the runner's InvalidRecords policy decides what
+	// becomes of it.
+	invalid := func(part transformer.Part, err error) error {
+		ie := &transformer.InvalidRecordError{Part: part, Err: err}
+		var given *transformer.InvalidRecordError
+		if errors.As(err, &given) {
+			c := *given
+			ie = &c
 		}
-	}()
+		ie.Topic, ie.Partition, ie.Offset = r.Topic, r.Partition, r.Offset
+		ie.Key, ie.Value, ie.Headers = r.Key, r.Value, rec.Headers
+		return ie
+	}
 	if r.Value != nil {
 		if err := func() (err error) {
 			defer recover2(&err)
 			rec.Value, err = s.codec.Decode(r.Value)
 			return err
 		}(); err != nil {
-			return nil, err
+			return nil, invalid(transformer.PartValue, err)
 		}
 	}
 	if s.expand == nil {
 		return []sinkstage.Output{rec}, nil
 	}
-	part = "expand"
 	var recs []Record[V]
 	if err := func() (err error) {
 		defer recover2(&err)
 		recs, err = s.expand(ctx, rec)
 		return err
 	}(); err != nil {
-		return nil, err
+		if errors.Is(err, transformer.ErrInvalidRecord) {
+			return nil, invalid(transformer.PartValue, err)
+		}
+		return nil, &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Part: "expand", Err: err}
 	}
 	outs = make([]sinkstage.Output, len(recs))
 	for i, o := range recs {

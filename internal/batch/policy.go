@@ -186,3 +186,30 @@ func (p *Policy) log(ie *transformer.InvalidRecordError) {
 	p.Logger.Warn("invalid record handled by policy", "policy", p.Mode.String(),
 		"topic", ie.Topic, "partition", ie.Partition, "offset", ie.Offset, "part", string(ie.Part), "err", ie.Err)
 }
+
+// The helpers below are the policy's steps for runners that apply it
+// outside Run (the sink runner).
+
+// AsInvalid reports whether err marks r as invalid and returns the
+// record's *transformer.InvalidRecordError with its location and raw bytes.
+func AsInvalid(r *kgo.Record, err error) (*transformer.InvalidRecordError, bool) {
+	return asInvalid(r, err)
+}
+
+// SubstitutedRecord returns a copy of r with the value the policy's hook
+// returns for ie; an invalid key, or a failing hook, is an error wrapping
+// ie.
+func (p *Policy) SubstitutedRecord(r *kgo.Record, ie *transformer.InvalidRecordError) (*kgo.Record, error) {
+	return p.substituted(r, ie)
+}
+
+// DeadLetterRecord returns the dead-letter record of r: its key, value
+// and headers, then the KIP-1034 headers naming where it came from and
+// why.
+func (p *Policy) DeadLetterRecord(r *kgo.Record, ie *transformer.InvalidRecordError) *kgo.Record {
+	return p.deadLetter(r, ie)
+}
+
+// Log logs a record the policy handled (at warn level; nothing without a
+// logger).
+func (p *Policy) Log(ie *transformer.InvalidRecordError) { p.log(ie) }

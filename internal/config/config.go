@@ -83,7 +83,7 @@ type Options struct {
 	KeepCursors     bool
 	BadCursorPolicy *int
 
-	// Invalid records (a transformer only): every InvalidRecords option
+	// Invalid records (a transformer or a sink): every InvalidRecords option
 	// given, in order; see invalid.go.
 	InvalidRecords []InvalidRecords
 	// Sink only (the sink's delivery mode is declared on the sink).
@@ -222,7 +222,7 @@ func (o *Options) Validate(kind Kind, stateful bool) error {
 }
 
 // sinkAccepts are the transformer options a sink takes as well.
-var sinkAccepts = map[string]bool{"InputTopics": true, "MaxPollRecords": true}
+var sinkAccepts = map[string]bool{"InputTopics": true, "MaxPollRecords": true, "InvalidRecords": true}
 
 // validateSink checks the options of a sink but its delivery settings
 // (see Delivery).
@@ -238,6 +238,7 @@ func (o *Options) validateSink() []error {
 	if o.AutoCommitInterval <= 0 {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidOption, "AutoCommitInterval", "must be positive, is %v", o.AutoCommitInterval))
 	}
+	errs = append(errs, o.validateInvalidRecords()...)
 	return errs
 }
 
