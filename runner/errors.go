@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -69,6 +70,21 @@ func (e *BatchTimeoutError) Is(target error) bool { return target == flechtwerk.
 // fetchError words an error of a poll. kgo reports the loss of the group
 // session (the member was removed from the group, or could not rejoin it)
 // as an error of topic "" partition 0.
+// firstFetchError returns the first error of a poll, worded by
+// fetchError; a canceled or expired poll context is no error.
+func firstFetchError(fetches kgo.Fetches) error {
+	var ferr error
+	fetches.EachError(func(t string, p int32, err error) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return
+		}
+		if ferr == nil {
+			ferr = fetchError(t, p, err)
+		}
+	})
+	return ferr
+}
+
 func fetchError(topic string, partition int32, err error) error {
 	var lost *kgo.ErrGroupSession
 	if errors.As(err, &lost) {

@@ -48,16 +48,7 @@ func (rn *run) loop(ctx context.Context) error {
 			rn.consumer.AllowRebalance()
 			return nil
 		}
-		var ferr error
-		fetches.EachError(func(t string, p int32, err error) {
-			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				return
-			}
-			if ferr == nil {
-				ferr = fetchError(t, p, err)
-			}
-		})
-		if ferr != nil {
+		if ferr := firstFetchError(fetches); ferr != nil {
 			rn.consumer.AllowRebalance()
 			return ferr
 		}

@@ -343,16 +343,7 @@ func (sr *sinkRun) loop(ctx context.Context) error {
 		if fetches.IsClientClosed() {
 			return nil
 		}
-		var ferr error
-		fetches.EachError(func(t string, p int32, err error) {
-			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-				return
-			}
-			if ferr == nil {
-				ferr = sinkFetchError(t, p, err)
-			}
-		})
-		if ferr != nil {
+		if ferr := firstFetchError(fetches); ferr != nil {
 			sr.consumer.AllowRebalance()
 			return ferr
 		}
@@ -575,8 +566,4 @@ func (sr *sinkRun) finalCommit() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	sr.commitSync(ctx, offs, "final")
-}
-
-func sinkFetchError(topic string, partition int32, err error) error {
-	return fetchError(topic, partition, err)
 }

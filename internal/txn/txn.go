@@ -61,50 +61,22 @@ type Timing struct {
 }
 
 // Commit makes recs and, when offsets is not nil, the group's offsets
-// visible atomically in one transaction: begin, produce (every result is
-// checked; an error names the record's topic and partition) while the
-// offsets join the transaction, end. On any failure the transaction is
-// aborted with its own time (AbortTimeout) and the error returned is
-// classified (errors.Is(err, fencing.ErrFenced) holds when the producer
-// was fenced). ctx bounds the commit; the caller decides whether it may be
-// canceled.
+// visible atomically in one transaction: Begin, Send every record, End
+// (every result is checked; an error names the record's topic and
+// partition; the offsets join the transaction while the records are
+// flushed). On any failure the transaction is aborted with its own time
+// (AbortTimeout) and the error returned is classified (errors.Is(err,
+// fencing.ErrFenced) holds when the producer was fenced). ctx bounds the
+// commit; the caller decides whether it may be canceled.
 func (p *Producer) Commit(ctx context.Context, recs []*kgo.Record, offsets *Offsets) (Timing, error) {
-	var tm Timing
-	if err := p.cl.BeginTransaction(); err != nil {
-		return tm, fmt.Errorf("begin transaction: %w", fencing.Classify(p.id, err))
+	x, err := p.Begin()
+	if err != nil {
+		return Timing{}, err
 	}
-	began := time.Now()
-	// The offsets join the transaction while the records are produced:
-	// neither depends on the other, and the end below waits for both.
-	offsetsErr := make(chan error, 1)
-	if offsets != nil {
-		go func() {
-			err := p.sendOffsets(ctx, offsets)
-			tm.Offsets = time.Since(began)
-			offsetsErr <- err
-		}()
-	} else {
-		offsetsErr <- nil
+	for _, r := range recs {
+		x.Send(r)
 	}
-	// ProduceSync waits for every record: the end below is gated on all
-	// produce results, never on a subset.
-	produceErr := FirstProduceErr(p.cl.ProduceSync(ctx, recs...))
-	tm.Produce = time.Since(began)
-	offErr := <-offsetsErr
-	if produceErr != nil {
-		return tm, p.abort(ctx, fencing.Classify(p.id, produceErr))
-	}
-	if offErr != nil {
-		return tm, p.abort(ctx, fmt.Errorf("offsets to transaction: %w", fencing.Classify(p.id, offErr)))
-	}
-	if err := p.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		// Unknown outcome: retry the end as an abort. If the commit did
-		// land, the abort fails and the error still ends the owner: its
-		// store is rebuilt from the changelog on restart.
-		return tm, p.abort(ctx, fmt.Errorf("commit: %w", fencing.ClassifyCommit(p.id, err)))
-	}
-	tm.Total = time.Since(began)
-	return tm, nil
+	return x.End(ctx, offsets)
 }
 
 // abort aborts the open transaction after cause and returns cause, joined
@@ -135,34 +107,6 @@ func (p *Producer) Abort(ctx context.Context) error {
 // Close closes the client. It aborts nothing: call Abort first when a
 // transaction may be open.
 func (p *Producer) Close() { p.cl.Close() }
-
-// FirstProduceErr returns the error of the first failed record, naming its
-// topic and partition (a record that failed before the partitioner ran,
-// e.g. to a topic the broker does not know, has none: give records
-// Partition -1 before producing them to tell).
-func FirstProduceErr(rs kgo.ProduceResults) error {
-	var (
-		first  *kgo.ProduceResult
-		failed int
-	)
-	for i := range rs {
-		if rs[i].Err != nil {
-			if first == nil {
-				first = &rs[i]
-			}
-			failed++
-		}
-	}
-	if first == nil {
-		return nil
-	}
-	r := first.Record
-	where := fmt.Sprintf("topic %s partition %d", r.Topic, r.Partition)
-	if r.Partition < 0 {
-		where = fmt.Sprintf("topic %s (no partition assigned)", r.Topic)
-	}
-	return fmt.Errorf("produce to %s failed (%d of %d records of the transaction failed): %w", where, failed, len(rs), first.Err)
-}
 
 // sendOffsets adds the group's offsets to the open transaction:
 // AddOffsetsToTxn then TxnOffsetCommit, with generation -1 and no member id
