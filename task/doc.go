@@ -5,30 +5,40 @@
 // through a Task.
 //
 // Files: batch.go runs a batch (Process, through internal/batch, the batch
-// semantics shared with transformertest); task.go holds the lifecycle
-// (Start, Restore, Close) and the transaction (Commit).
+// semantics shared with transformertest); open.go holds the open
+// transaction that spans batches (Add, CommitOpen, the overlay of
+// uncommitted state); task.go holds the lifecycle (Start, Restore, Close)
+// and Commit, a one-batch transaction kept for tests that drive a Task
+// directly.
 //
 // Lifecycle (the order is what makes handovers safe):
 //
 //  1. Start creates the producer with the static transactional ID
 //     {application id}-{N} and initializes its producer ID: the fence.
-//  2. Restore rebuilds the store from changelog partition N, read_committed,
-//     up to the last stable offset (final only after step 1).
+//  2. Restore brings the store up to the last stable offset of changelog
+//     partition N, read_committed (final only after step 1): from the
+//     store's checkpoint when it is usable, else in full.
 //  3. The caller positions its consumer at the committed offset, read
 //     with require-stable semantics after step 1, and resumes fetching.
 //  4. Process runs a batch with the semantics of internal/batch: records
 //     are bucketed by state key; buckets run concurrently (bounded by a
 //     semaphore shared by all tasks), records of one bucket serially in
-//     input-topic then offset order; state writes are deduplicated to the
-//     last write per key.
-//  5. Commit makes the batch visible in one transaction: outputs, changelog
-//     writes and the input offsets (to the group = application id). Only
-//     after the broker confirmed the commit is the store updated.
+//     input-topic then offset order. State is read from the open
+//     transaction's overlay, then the store.
+//  5. Add puts the batch into the open transaction (begun with the first
+//     batch that writes something): its outputs are produced at once, its
+//     state writes join the overlay (last write per key), its offsets the
+//     transaction's offsets.
+//  6. CommitOpen, at the end of the commit interval, a bound, a revocation
+//     or a stop, adds the overlay's changelog records and the offsets and
+//     ends the transaction after checking every record's result; only then
+//     does the overlay reach the store, with the store's checkpoint in the
+//     same batch. An abort drops the overlay.
 //
-// A batch that wrote nothing (no output, no state change) opens no
-// transaction: an offsets-only transaction would never be ended by the
-// client (see Batch.Empty), so its offsets are committed by the caller
-// through the group member's generation-checked commit instead.
+// Batches that wrote nothing open no transaction: an offsets-only
+// transaction would never be ended by the client, so when a whole interval
+// wrote nothing its offsets are committed by the caller through the group
+// member's generation-checked commit (OffsetsCommitted).
 //
 // # Concurrency
 //
