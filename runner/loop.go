@@ -25,9 +25,7 @@ func (rn *run) loop(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err := rn.initPending(ctx); err != nil {
-			return err
-		}
+		rn.startRestores(ctx)
 
 		pollCtx, cancel := context.WithCancel(ctx)
 		stop := make(chan struct{})
@@ -71,9 +69,11 @@ func (rn *run) distribute(fetches kgo.Fetches) error {
 		}
 		w := rn.workers[p.Partition]
 		if w == nil {
-			// Cannot happen with eager range assignment and rebalances
-			// blocked while records are handed out; a record here
-			// would be silently skipped, so stop instead.
+			// Cannot happen: a partition resumes only once its task
+			// runs, and a revocation (blocked while records are handed
+			// out) drops the partition's buffered records before the
+			// task is released. A record here would be silently
+			// skipped, so stop instead.
 			r := p.Records[0]
 			err = fmt.Errorf("runner: fetched topic %s partition %d offset %d, which no running task owns", r.Topic, r.Partition, r.Offset)
 			return

@@ -1,0 +1,157 @@
+package runner
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
+)
+
+// arrivals reads topic read_committed and keeps, per task (the partition
+// in an echoCount output value "p<N>-..."), when each output arrived.
+type arrivals struct {
+	mu sync.Mutex
+	at map[int32][]time.Time
+}
+
+func watch(b *testing.B, c *kafkatest.Cluster, topic string) (*arrivals, func()) {
+	cl, err := kgo.NewClient(append(c.Opts(), kgo.SeedBrokers(c.Brokers...), kgo.ConsumeTopics(topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(50*time.Millisecond),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a := &arrivals{at: map[int32][]time.Time{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			now := time.Now()
+			a.mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) {
+				v := string(r.Value)
+				if i := strings.IndexByte(v, '-'); i > 1 {
+					if n, err := strconv.Atoi(v[1:i]); err == nil {
+						a.at[int32(n)] = append(a.at[int32(n)], now)
+					}
+				}
+			})
+			a.mu.Unlock()
+		}
+	}()
+	return a, func() { cancel(); <-done; cl.Close() }
+}
+
+// maxGap returns the longest time without an output of any of tasks
+// within [from, to].
+func (a *arrivals) maxGap(tasks []int32, from, to time.Time) time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var worst time.Duration
+	for _, n := range tasks {
+		last := from
+		for _, at := range a.at[n] {
+			if at.Before(from) || at.After(to) {
+				continue
+			}
+			worst = max(worst, at.Sub(last))
+			last = at
+		}
+		worst = max(worst, to.Sub(last))
+	}
+	return worst
+}
+
+// BenchmarkJoinPause measures how long the tasks that do not move stop
+// producing committed outputs when an instance joins: two instances run 12
+// tasks over continuously produced input, a third joins; the figure is the
+// longest gap between committed outputs of the tasks that stay with their
+// instance, from the join until the group is stable again plus a second,
+// next to the same gap over the 3s before the join. The eager range
+// balancer (every task revoked and started again) is the baseline.
+//
+//	go test ./runner/ -run '^$' -bench JoinPause -benchtime 1x
+func BenchmarkJoinPause(b *testing.B) {
+	for _, eager := range []bool{false, true} {
+		name := "cooperative"
+		if eager {
+			name = "eager"
+		}
+		b.Run(name, func(b *testing.B) {
+			var before, join time.Duration
+			for range b.N {
+				bf, jn := joinPause(b, eager)
+				before, join = before+bf, join+jn
+			}
+			b.ReportMetric(float64(before.Milliseconds())/float64(b.N), "gap-before-ms")
+			b.ReportMetric(float64(join.Milliseconds())/float64(b.N), "gap-join-ms")
+			b.ReportMetric(float64(join)/float64(before), "join/before")
+		})
+	}
+}
+
+func joinPause(b *testing.B, eager bool) (before, join time.Duration) {
+	c := kafkatest.New(b)
+	in, out, app := kafkatest.Name("pause-in"), kafkatest.Name("pause-out"), kafkatest.Name("pause")
+	const partitions = 12
+	c.CreateTopic(b, in, partitions)
+	c.CreateTopic(b, out, partitions)
+	f := feed(b, c, in, partitions)
+	a, stopWatch := watch(b, c, out)
+	defer stopWatch()
+
+	inst := map[string]*instance{}
+	start := func(name string) {
+		r, err := New(echoCount(out), append(coopOpts(c.Brokers, app, in, b.TempDir(), name), WithKafkaOpts(c.Opts()...))...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.ops.eager = eager
+		ctx, cancel := context.WithCancel(context.Background())
+		i := &instance{r: r, cancel: cancel, done: make(chan error, 1)}
+		go func() { i.done <- r.Run(ctx) }()
+		inst[name] = i
+	}
+	defer func() {
+		for _, i := range inst {
+			i.cancel()
+			<-i.done
+		}
+	}()
+	start("a")
+	start("b")
+	s0 := groupTasks(b, c, app, map[string]int{"a": 6, "b": 6}, inst)
+	time.Sleep(3 * time.Second)
+	joined := time.Now()
+	start("c")
+	s1 := groupTasks(b, c, app, map[string]int{"a": 4, "b": 4, "c": 4}, inst)
+	stable := time.Now()
+	time.Sleep(time.Second)
+	var stayed []int32
+	for _, name := range []string{"a", "b"} {
+		for _, n := range s0[name] {
+			if slices.Contains(s1[name], n) {
+				stayed = append(stayed, n)
+			}
+		}
+	}
+	close(f.stop)
+	if err := <-f.done; err != nil {
+		b.Fatal(err)
+	}
+	before = a.maxGap(stayed, joined.Add(-3*time.Second), joined)
+	join = a.maxGap(stayed, joined, stable.Add(time.Second))
+	b.Logf("%s: join to stable %v; tasks that stayed %v: longest output gap %v before the join, %v around it",
+		map[bool]string{false: "cooperative", true: "eager"}[eager], stable.Sub(joined).Round(time.Millisecond), stayed,
+		before.Round(time.Millisecond), join.Round(time.Millisecond))
+	return before, join
+}
