@@ -385,6 +385,9 @@ func rebalancing(err error) bool {
 
 // committed records a commit of the task's records in the metrics.
 func (w *worker) committed(st *task.Stats, d time.Duration) {
+	if hook := w.rn.r.ops.committed; hook != nil {
+		hook(w.t.Partition())
+	}
 	m := w.rn.r.cfg.Metrics
 	if m == nil {
 		return

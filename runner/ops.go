@@ -128,6 +128,9 @@ type ops struct {
 	// starts counts, per task, the times this Runner started (fenced)
 	// it; tests read it.
 	starts map[int32]int
+	// committed, when set, is called after each commit of task n (a
+	// transaction or an offsets-only commit); benchmarks set it.
+	committed func(n int32)
 	// eager makes the group use kgo's eager range balancer, which every
 	// rebalance revokes every task with: a baseline for benchmarks.
 	eager bool
