@@ -48,6 +48,9 @@ func latencyRun(ctx context.Context, e *env, c config, p processor, rate float64
 	var tr *trace
 	if p.traced {
 		tr = newTrace(in, out)
+		if *traceKgo {
+			tr.kgo = &kgoCounter{n: map[string]int{}}
+		}
 	}
 	go func() {
 		errc <- p.run(pctx, job{env: e, in: in, out: out, group: group, started: func() {}, trace: tr})
@@ -191,6 +194,9 @@ func latencyRun(ctx context.Context, e *env, c config, p processor, rate float64
 	if tr != nil {
 		res.stages, res.traced = tr.report(countFrom)
 		res.commits = tr.commitsReport(countFrom, paceEnd)
+		if tr.kgo != nil {
+			res.commits += "\n    what the runner's clients logged (-trace-kgo), most frequent first:\n" + tr.kgo.report()
+		}
 	}
 	return res, nil
 }

@@ -284,7 +284,7 @@ func runnerProc(label string, stats *reqStats, opts ...runner.Opt) processor {
 			all = append(all, runner.WithKafkaOpts(kgo.WithHooks(stats)))
 		}
 		if j.trace != nil {
-			all = append(all, runner.WithLogger(j.trace.logger()), runner.WithKafkaOpts(append(traceOpts(), kgo.WithHooks(j.trace))...))
+			all = append(all, runner.WithLogger(j.trace.logger()), runner.WithKafkaOpts(j.trace.opts()...))
 		}
 		r, err := runner.New(counter, all...)
 		if err != nil {

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +26,8 @@ import (
 // transaction of every task that began before the output was written holds
 // it back (Kafka's LSO: the first offset of the oldest open transaction on
 // the partition; every task writes to every output partition).
+var traceKgo = flag.Bool("trace-kgo", false, "latency rows of the runner also count what its clients log at debug level (slows them down)")
+
 type trace struct {
 	in, out string
 
@@ -34,6 +38,8 @@ type trace struct {
 	acked     map[int64]time.Time
 	seen      map[int64]time.Time
 	commits   map[int32][]commitEv
+	// kgo, with -trace-kgo, counts what the runner's clients log.
+	kgo *kgoCounter
 }
 
 type procEv struct {
@@ -43,6 +49,9 @@ type procEv struct {
 
 type commitEv struct {
 	began, start, end time.Time
+	// produce and offsets: how long End waited for the records' results
+	// and for the offsets to join.
+	produce, offsets time.Duration
 }
 
 func newTrace(in, out string) *trace {
@@ -127,10 +136,13 @@ func (tr *trace) see(k int64, at time.Time) {
 // lines (kgo's own logging stays off: see traceOpts).
 func (tr *trace) logger() *slog.Logger { return slog.New(traceHandler{tr}) }
 
-// traceOpts silence kgo's logger, which the runner otherwise points at
-// its own logger at debug level.
-func traceOpts() []kgo.Opt {
-	return []kgo.Opt{kgo.WithLogger(kgo.BasicLogger(io.Discard, kgo.LogLevelNone, nil))}
+// opts silence kgo's logger, which the runner otherwise points at its
+// own logger at debug level, or count its lines (-trace-kgo).
+func (tr *trace) opts() []kgo.Opt {
+	if tr.kgo != nil {
+		return []kgo.Opt{kgo.WithLogger(tr.kgo), kgo.WithHooks(tr)}
+	}
+	return []kgo.Opt{kgo.WithLogger(kgo.BasicLogger(io.Discard, kgo.LogLevelNone, nil)), kgo.WithHooks(tr)}
 }
 
 type traceHandler struct{ tr *trace }
@@ -144,8 +156,8 @@ func (h traceHandler) Handle(_ context.Context, r slog.Record) error {
 		return nil
 	}
 	var (
-		part        int64 = -1
-		total, open time.Duration
+		part                          int64 = -1
+		total, open, produce, offsets time.Duration
 	)
 	r.Attrs(func(a slog.Attr) bool {
 		switch a.Key {
@@ -155,6 +167,10 @@ func (h traceHandler) Handle(_ context.Context, r slog.Record) error {
 			total = a.Value.Duration()
 		case "open":
 			open = a.Value.Duration()
+		case "produce":
+			produce = a.Value.Duration()
+		case "offsets":
+			offsets = a.Value.Duration()
 		}
 		return true
 	})
@@ -163,7 +179,7 @@ func (h traceHandler) Handle(_ context.Context, r slog.Record) error {
 	}
 	end := r.Time
 	h.tr.mu.Lock()
-	h.tr.commits[int32(part)] = append(h.tr.commits[int32(part)], commitEv{began: end.Add(-open), start: end.Add(-total), end: end})
+	h.tr.commits[int32(part)] = append(h.tr.commits[int32(part)], commitEv{began: end.Add(-open), start: end.Add(-total), end: end, produce: produce, offsets: offsets})
 	h.tr.mu.Unlock()
 	return nil
 }
@@ -258,7 +274,7 @@ func (tr *trace) report(countFrom time.Time) (stages []stage, n int) {
 func (tr *trace) commitsReport(from, to time.Time) string {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	var ends []time.Duration
+	var ends, produce, offsets []time.Duration
 	var iv [][2]time.Time
 	for _, cs := range tr.commits {
 		for _, c := range cs {
@@ -266,6 +282,7 @@ func (tr *trace) commitsReport(from, to time.Time) string {
 				continue
 			}
 			ends = append(ends, c.end.Sub(c.start))
+			produce, offsets = append(produce, c.produce), append(offsets, c.offsets)
 			iv = append(iv, [2]time.Time{c.began, c.end})
 		}
 	}
@@ -273,7 +290,68 @@ func (tr *trace) commitsReport(from, to time.Time) string {
 		return ""
 	}
 	open := union(iv, from, to)
-	return fmt.Sprintf("%d commits (%.1f/s), End p50 %v p99 %v; some transaction open %.1f%% of the time",
+	return fmt.Sprintf("%d commits (%.1f/s), End p50 %v p99 %v (its flush p50 %v p99 %v, its offsets p50 %v p99 %v, in parallel); some transaction open %.1f%% of the time",
 		len(ends), float64(len(ends))/to.Sub(from).Seconds(), round(pct(ends, 0.5)), round(pct(ends, 0.99)),
+		round(pct(produce, 0.5)), round(pct(produce, 0.99)), round(pct(offsets, 0.5)), round(pct(offsets, 0.99)),
 		100*open.Seconds()/to.Sub(from).Seconds())
+}
+
+// kgoCounter is a kgo.Logger (debug level, -trace-kgo) that counts what
+// the runner's clients log: the message, and for produce responses every
+// partition that is retried, with its error.
+type kgoCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (*kgoCounter) Level() kgo.LogLevel { return kgo.LogLevelDebug }
+
+func (k *kgoCounter) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	keys := []string{level.String() + " " + msg}
+	for i := 0; i+1 < len(keyvals); i += 2 {
+		if keyvals[i] == "err" {
+			keys[0] += fmt.Sprintf(" (err %v)", keyvals[i+1])
+		}
+		if s, ok := keyvals[i+1].(string); ok && keyvals[i] == "to" {
+			for _, part := range strings.Split(s, "retrying@")[1:] {
+				if a, b := strings.Index(part, "("), strings.Index(part, ")"); a >= 0 && b > a {
+					keys = append(keys, "produce partition retried: "+part[a+1:b])
+				}
+			}
+		}
+	}
+	k.mu.Lock()
+	for _, key := range keys {
+		k.n[key]++
+	}
+	k.mu.Unlock()
+}
+
+func (k *kgoCounter) report() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	type kv struct {
+		k string
+		n int
+	}
+	var all []kv
+	for key, n := range k.n {
+		if strings.HasPrefix(key, "DEBUG produced") || strings.Contains(key, "wrote ") || strings.Contains(key, "read ") {
+			continue
+		}
+		all = append(all, kv{key, n})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].n > all[j].n })
+	var b strings.Builder
+	for i, x := range all {
+		if i == 25 {
+			break
+		}
+		msg := x.k
+		if len(msg) > 150 {
+			msg = msg[:150]
+		}
+		fmt.Fprintf(&b, "      %7d  %s\n", x.n, msg)
+	}
+	return b.String()
 }
