@@ -67,6 +67,7 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 		workers:    map[int32]*worker{},
 		sem:        make(chan struct{}, c.Concurrency),
 		wake:       make(chan struct{}, 1),
+		epoch:      time.Now(),
 	}
 	// The user's consumer options come first: the delivery settings
 	// come last and win (group.Opts).
@@ -140,6 +141,8 @@ type run struct {
 
 	fatal latch.Latch
 	wake  chan struct{}
+	// epoch is the first of the commit ticks (see tick).
+	epoch time.Time
 }
 
 func (rn *run) setFatal(err error) {
