@@ -78,6 +78,22 @@
 // taken during the drain of (c) and its top 15 functions, and the project's
 // functions by cumulative time, are printed via go tool pprof.
 //
+// # Where the latency goes
+//
+// The runner's latency rows trace every input (trace.go): a kgo hook on its
+// clients notes when the consumer buffered the input and when the poll
+// handed it out, the bench's transform when it ran, a produce hook when
+// both outputs were acknowledged, the task's "transaction committed" debug
+// line (WithLogger) when End began and returned and when the transaction
+// began, and the reader when it saw the output. The report gives p50/p99 of
+// each stage, and splits "EndTxn returned -> seen by the reader" into the
+// wait for other tasks' transactions (every transaction of any task that
+// began before the output was written and ended after its own: the output
+// partitions' last stable offset) and the rest (markers, the reader's
+// fetch); also commits per second and End's flush and offsets times.
+// -trace-kgo also counts what the runner's clients log at debug level, e.g.
+// produce partitions retried and why (it slows them down).
+//
 // # Restore
 //
 // N records (-restore-records) with distinct keys and 100-byte values on one
