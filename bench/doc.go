@@ -144,10 +144,15 @@
 // What changed with this run's engine, from the trace: tasks used to
 // commit on intervals of their own, so an output also waited for every
 // other task's transaction that began before it was written (the output
-// partitions' last stable offset): at the 1s interval p50 270ms and p99
-// 1.05s after its own EndTxn, now p50 41ms, p99 157ms with all tasks
-// committing at the same ticks; the wait for the commit at 100ms fell from
-// p50 135ms to 68ms. The first produce of a transaction met the previous
+// partitions' last stable offset): at the 1s interval p50 60-270ms and
+// p99 about 1s after its own EndTxn over five runs, now p50 25-75ms and p99
+// 150-590ms over five runs with all tasks committing at the same ticks; at
+// 100ms that wait was and is small at p50 (0-21ms) and 170-570ms at p99
+// (an output now waits for the slowest of the tick's twelve commits). The
+// wait for the commit at 100ms fell from p50 76-135ms to 43-73ms. Total
+// latency moved less than the load of the machine between runs (one pair
+// at a fixed 6000 records/s: p50/p99 810ms/2.1s before, 362ms/1.1s after;
+// the next pair 232/492ms before, 283ms/1.05s after). The first produce of a transaction met the previous
 // one's markers about once per commit (CONCURRENT_TRANSACTIONS, which kgo
 // retries only after a metadata refresh, throttled to MetadataMinAge, 5s by
 // default); a transaction now joins the offsets partition first
