@@ -32,9 +32,14 @@
 // computed, state writes stay in an in-memory overlay (the store only ever
 // holds committed state), and the commit adds the changelog records (the
 // last write per key of the whole transaction) and the input offsets, then
-// applies the overlay to the store. Tasks commit independently; a task
-// whose queue grows beyond a bound has its partitions paused until it
-// drained.
+// applies the overlay to the store. Every task commits at the same ticks
+// of the run (every CommitInterval from the start of Run), each with its
+// own transaction: all tasks write to the same output partitions, whose
+// last stable offset (what read_committed readers wait for) is held back
+// by the oldest transaction open on the partition, of any task; commits at
+// ticks of their own would keep some task's transaction open nearly all
+// the time. A task whose queue grows beyond a bound has its partitions
+// paused until it drained.
 //
 // # Rebalances
 //

@@ -201,7 +201,7 @@ func (w *worker) work() error {
 		}
 		p := w.t.Pending()
 		if p.Offsets != nil {
-			due := p.Since.Add(c.CommitInterval)
+			due := w.rn.tick(p.Since)
 			if !p.Txn && w.retryAt.After(due) {
 				due = w.retryAt
 			}
@@ -246,6 +246,22 @@ func (w *worker) work() error {
 			return err
 		}
 	}
+}
+
+// tick returns the end of the commit interval that since falls in: the
+// first of the run's ticks (every CommitInterval from the start of Run)
+// after since. Every task commits at the same ticks, so the transactions
+// of all tasks end together. They all write to the same output
+// partitions, whose last stable offset a read_committed reader waits for
+// is held back by the oldest transaction open on the partition, of any
+// task: with intervals of their own, some task's transaction would almost
+// always be open, and an output would wait for the transactions of other
+// tasks that began before it, up to a whole interval after its own
+// commit.
+func (rn *run) tick(since time.Time) time.Time {
+	d := rn.r.cfg.CommitInterval
+	n := since.Sub(rn.epoch) / d
+	return rn.epoch.Add((n + 1) * d)
 }
 
 // process runs one chunk, bounded by BatchTimeout, and adds it to the
@@ -296,7 +312,7 @@ func (w *worker) process(recs []*kgo.Record) error {
 		return fmt.Errorf("runner: %w", r.err)
 	}
 	transformed := time.Now()
-	if err := w.t.Add(r.b); err != nil {
+	if err := w.t.Add(ctx, r.b); err != nil {
 		c.Metrics.Aborted(w.t.Partition(), "commit", err)
 		return fmt.Errorf("runner: %w", err)
 	}

@@ -96,8 +96,11 @@ func BatchTimeout(d time.Duration) Opt {
 
 // CommitInterval sets how long a task's transaction stays open: every
 // record the task processes within the interval, across polls, joins it,
-// and the transaction commits when the interval since its first record
-// passed (Kafka Streams' commit.interval.ms under exactly-once). It also
+// and the transaction commits at the end of the interval its first record
+// fell in (Kafka Streams' commit.interval.ms under exactly-once). The
+// intervals are the run's, shared by every task (ticks every
+// CommitInterval from the start of Run), so all tasks commit together and
+// an output does not wait for other tasks' transactions. It also
 // commits early when CommitMaxRecords or CommitMaxBytes is reached or its
 // age nears TransactionTimeout, before a revocation and on a graceful stop.
 // Changelog writes are deduplicated over the whole transaction. Offsets of

@@ -69,6 +69,7 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 		restoreSlot: make(chan struct{}, 1),
 		sem:         make(chan struct{}, c.Concurrency),
 		wake:        make(chan struct{}, 1),
+		epoch:       time.Now(),
 	}
 	var bal kgo.GroupBalancer = group.NewBalancer(group.BalancerConfig{})
 	if r.ops.eager {
@@ -150,6 +151,8 @@ type run struct {
 
 	fatal latch.Latch
 	wake  chan struct{}
+	// epoch is the first of the commit ticks (see tick).
+	epoch time.Time
 }
 
 func (rn *run) setFatal(err error) {

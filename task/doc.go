@@ -26,12 +26,14 @@
 //     input-topic then offset order. State is read from the open
 //     transaction's overlay, then the store.
 //  5. Add puts the batch into the open transaction (begun with the first
-//     batch that writes something): its outputs are produced at once, its
-//     state writes join the overlay (last write per key), its offsets the
-//     transaction's offsets.
+//     batch that writes something, which joins the group's offsets
+//     partition at once, AddOffsetsToTxn, before any record is sent): its
+//     outputs are produced at once, its state writes join the overlay
+//     (last write per key), its offsets the transaction's offsets.
 //  6. CommitOpen, at the end of the commit interval, a bound, a revocation
 //     or a stop, adds the overlay's changelog records and the offsets and
-//     ends the transaction after checking every record's result; only then
+//     ends the transaction after checking every record's result (at
+//     commit only TxnOffsetCommit and EndTxn remain); only then
 //     does the overlay reach the store, with the store's checkpoint in the
 //     same batch. An abort drops the overlay.
 //

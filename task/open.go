@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"maps"
@@ -38,8 +39,10 @@ type open struct {
 // non-empty batch opens the transaction when none is open (its outputs go
 // to the producer at once, without waiting for their results, and its
 // state writes to the overlay); an empty one only advances the offsets.
+// A transaction opens with the input offsets' partition joined
+// (txn.Txn.AddOffsets), before its first record is sent; ctx bounds that.
 // See Pending and CommitOpen.
-func (t *Task) Add(b *Batch) error {
+func (t *Task) Add(ctx context.Context, b *Batch) error {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if t.closed {
@@ -66,6 +69,13 @@ func (t *Task) Add(b *Batch) error {
 		x, err := t.producer.Begin()
 		if err != nil {
 			return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
+		}
+		if err := x.AddOffsets(ctx, t.cfg.ApplicationID); err != nil {
+			// Nothing was sent; the transaction may be open on the
+			// coordinator with only the offsets partition in it.
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), txn.AbortTimeout)
+			defer cancel()
+			return fmt.Errorf("task %d: %w", t.cfg.Partition, errors.Join(err, x.Abort(actx)))
 		}
 		o.txn, o.began = x, time.Now()
 		if o.since.IsZero() {

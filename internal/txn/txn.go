@@ -108,10 +108,9 @@ func (p *Producer) Abort(ctx context.Context) error {
 // transaction may be open.
 func (p *Producer) Close() { p.cl.Close() }
 
-// sendOffsets adds the group's offsets to the open transaction:
-// AddOffsetsToTxn then TxnOffsetCommit, with generation -1 and no member id
-// (the producer is not the group member).
-func (p *Producer) sendOffsets(ctx context.Context, o *Offsets) error {
+// addOffsets adds the group's offsets partition to the open transaction
+// (AddOffsetsToTxn).
+func (p *Producer) addOffsets(ctx context.Context, group string) error {
 	id, epoch, err := p.cl.ProducerID(ctx)
 	if err != nil {
 		return err
@@ -120,7 +119,7 @@ func (p *Producer) sendOffsets(ctx context.Context, o *Offsets) error {
 	add.TransactionalID = p.id
 	add.ProducerID = id
 	add.ProducerEpoch = epoch
-	add.Group = o.Group
+	add.Group = group
 	if err := retry(ctx, func() error {
 		resp, err := add.RequestWith(ctx, p.cl)
 		if err != nil {
@@ -130,7 +129,23 @@ func (p *Producer) sendOffsets(ctx context.Context, o *Offsets) error {
 	}); err != nil {
 		return fmt.Errorf("AddOffsetsToTxn: %w", err)
 	}
+	return nil
+}
 
+// sendOffsets adds the group's offsets to the open transaction:
+// AddOffsetsToTxn (unless added is set: it was sent when the transaction
+// opened) then TxnOffsetCommit, with generation -1 and no member id (the
+// producer is not the group member).
+func (p *Producer) sendOffsets(ctx context.Context, o *Offsets, added bool) error {
+	if !added {
+		if err := p.addOffsets(ctx, o.Group); err != nil {
+			return err
+		}
+	}
+	id, epoch, err := p.cl.ProducerID(ctx)
+	if err != nil {
+		return err
+	}
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.TransactionalID = p.id
 	req.Group = o.Group
@@ -227,6 +242,9 @@ type Txn struct {
 	cancel context.CancelFunc
 	sent   int
 
+	// group is the group whose offsets partition AddOffsets added.
+	group string
+
 	mu     sync.Mutex
 	failed int
 	first  *kgo.Record
@@ -242,6 +260,24 @@ func (p *Producer) Begin() (*Txn, error) {
 	// they are sent: the transaction's context ends only with it.
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Txn{p: p, ctx: ctx, cancel: cancel}, nil
+}
+
+// AddOffsets adds the offsets partition of group to the transaction
+// before anything is sent (AddOffsetsToTxn), so that End only has to
+// commit the offsets (TxnOffsetCommit) before it ends the transaction.
+// It also makes the transaction's first produce wait for the previous
+// transaction to complete: the coordinator answers AddOffsetsToTxn with
+// CONCURRENT_TRANSACTIONS (retried here, from 2ms on) while the previous
+// transaction's markers are being written, where a produce answered so
+// would be retried by kgo only after a metadata refresh (up to
+// MetadataMinAge, 5s by default). On error nothing was sent; the caller
+// aborts. End's offsets must then be of group.
+func (x *Txn) AddOffsets(ctx context.Context, group string) error {
+	if err := x.p.addOffsets(ctx, group); err != nil {
+		return fmt.Errorf("offsets to transaction: %w", fencing.Classify(x.p.id, err))
+	}
+	x.group = group
+	return nil
 }
 
 // Send produces rec into the transaction without waiting for its result.
@@ -279,8 +315,12 @@ func (x *Txn) End(ctx context.Context, offsets *Offsets) (Timing, error) {
 	p := x.p
 	offsetsErr := make(chan error, 1)
 	if offsets != nil {
+		added := x.group != ""
+		if added && offsets.Group != x.group {
+			return tm, p.abort(ctx, fmt.Errorf("offsets of group %s, but the transaction added those of group %s", offsets.Group, x.group))
+		}
 		go func() {
-			err := p.sendOffsets(ctx, offsets)
+			err := p.sendOffsets(ctx, offsets, added)
 			tm.Offsets = time.Since(began)
 			offsetsErr <- err
 		}()

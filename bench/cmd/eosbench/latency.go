@@ -23,6 +23,9 @@ type latResult struct {
 	p50, p99, max time.Duration
 	reqs          []req
 	from, to      time.Time
+	stages        []stage
+	traced        int
+	commits       string
 }
 
 // latencyRun starts p on fresh topics, waits until it committed one
@@ -42,7 +45,16 @@ func latencyRun(ctx context.Context, e *env, c config, p processor, rate float64
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 1)
-	go func() { errc <- p.run(pctx, job{env: e, in: in, out: out, group: group, started: func() {}}) }()
+	var tr *trace
+	if p.traced {
+		tr = newTrace(in, out)
+		if *traceKgo {
+			tr.kgo = &kgoCounter{n: map[string]int{}}
+		}
+	}
+	go func() {
+		errc <- p.run(pctx, job{env: e, in: in, out: out, group: group, started: func() {}, trace: tr})
+	}()
 
 	// Warm-up: group join, fencing, restore are not measured.
 	warm, err := e.producer()
@@ -96,6 +108,9 @@ func latencyRun(ctx context.Context, e *env, c config, p processor, rate float64
 				seen++
 				if !t.Before(countFrom) {
 					lats = append(lats, now.Sub(t))
+				}
+				if tr != nil {
+					tr.see(t.UnixNano(), now)
 				}
 			})
 			mu.Unlock()
@@ -176,6 +191,13 @@ func latencyRun(ctx context.Context, e *env, c config, p processor, rate float64
 	}
 	res.samples = len(lats)
 	res.p50, res.p99, res.max = pct(lats, 0.5), pct(lats, 0.99), pct(lats, 1)
+	if tr != nil {
+		res.stages, res.traced = tr.report(countFrom)
+		res.commits = tr.commitsReport(countFrom, paceEnd)
+		if tr.kgo != nil {
+			res.commits += "\n    what the runner's clients logged (-trace-kgo), most frequent first:\n" + tr.kgo.report()
+		}
+	}
 	return res, nil
 }
 

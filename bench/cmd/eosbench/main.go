@@ -245,6 +245,18 @@ func run(ctx context.Context, c config) error {
 			}
 			fmt.Fprintf(w, "  %-58s %9.0f %9v %9v %9v %9d\n", l.label, l.res.offered, round(l.res.p50), round(l.res.p99), round(l.res.max), l.res.samples)
 		}
+		for _, l := range lats {
+			if l.res == nil || len(l.res.stages) == 0 {
+				continue
+			}
+			fmt.Fprintf(w, "  where the latency of %s goes (%d inputs traced; p50 and p99 of each stage on its own):\n", l.label, l.res.traced)
+			for _, s := range l.res.stages {
+				fmt.Fprintf(w, "    %-58s %9v %9v\n", s.name, round(s.p50), round(s.p99))
+			}
+			if l.res.commits != "" {
+				fmt.Fprintf(w, "    %s\n", l.res.commits)
+			}
+		}
 	}
 	fmt.Fprintf(w, "where (c) spends its drain, from kgo hooks on every runner client (%d records, %.1f records per EndTxn)\n",
 		c.records, float64(c.records)/float64(max(1, countKey(cDefault.reqs, 26))))

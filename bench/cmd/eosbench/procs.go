@@ -29,12 +29,17 @@ type job struct {
 	in, out string
 	group   string
 	started func()
+	// trace, when set, follows every input through the runner (runner
+	// rows only).
+	trace *trace
 }
 
 // processor runs until ctx is canceled (returns nil) or fails.
 type processor struct {
 	label string
 	run   func(ctx context.Context, j job) error
+	// traced: the latency row traces every input (see trace).
+	traced bool
 }
 
 // outputs returns the two output values of the count n of a key.
@@ -247,7 +252,7 @@ func commitInterval(d time.Duration) (runner.Opt, error) {
 // input, with the given options on top of the defaults. hooks observe every
 // client the runner creates (see reqStats).
 func runnerProc(label string, stats *reqStats, opts ...runner.Opt) processor {
-	return processor{label: label, run: func(ctx context.Context, j job) error {
+	return processor{label: label, traced: true, run: func(ctx context.Context, j job) error {
 		dir, err := os.MkdirTemp("", "eosbench-state-")
 		if err != nil {
 			return err
@@ -255,6 +260,13 @@ func runnerProc(label string, stats *reqStats, opts ...runner.Opt) processor {
 		defer os.RemoveAll(dir)
 		counter := transformer.New(func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
 			j.started()
+			if j.trace != nil {
+				hs := make([]kgo.RecordHeader, len(rec.Headers))
+				for i, h := range rec.Headers {
+					hs[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+				}
+				j.trace.process(&kgo.Record{Headers: hs}, rec.Partition)
+			}
 			n++
 			e.SetState(n)
 			v1, v2 := outputs(n)
@@ -270,6 +282,9 @@ func runnerProc(label string, stats *reqStats, opts ...runner.Opt) processor {
 		}, opts...)
 		if stats != nil {
 			all = append(all, runner.WithKafkaOpts(kgo.WithHooks(stats)))
+		}
+		if j.trace != nil {
+			all = append(all, runner.WithLogger(j.trace.logger()), runner.WithKafkaOpts(j.trace.opts()...))
 		}
 		r, err := runner.New(counter, all...)
 		if err != nil {
