@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -123,6 +124,8 @@ type ops struct {
 	assigned  bool      // an assignment arrived since it started
 	restoring map[int32]time.Time
 	rn        *run
+	// restarts counts the tasks re-initialized after a transient error.
+	restarts atomic.Int64
 
 	// qmu guards stores: queries hold it shared; the runner takes it
 	// exclusively before any store of a running task closes.

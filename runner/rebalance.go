@@ -55,16 +55,31 @@ func (rn *run) initPending(ctx context.Context) error {
 		revoked := rn.revoking
 		rn.rmu.Unlock()
 		cancel()
+		if err == nil && rn.restarting[n] {
+			// Re-initialized after a transient error: its partitions
+			// resume once re-positioned (applySeeks).
+			var ok bool
+			if ok, err = rn.reseek(ctx, n, t); err == nil && !ok {
+				continue // queued for another restart
+			}
+		}
 		if err != nil {
 			if revoked || ctx.Err() != nil {
 				return nil
+			}
+			if rn.restoreFailed(n, t, err) {
+				continue // queued for another restart
 			}
 			return fmt.Errorf("runner: %w", err)
 		}
 		delete(rn.pending, n)
 		rn.tasks[n] = t
 		rn.workers[n] = rn.startWorker(t)
-		ready = append(ready, n)
+		if rn.restarting[n] {
+			rn.poke() // the next poll applies the seek
+		} else {
+			ready = append(ready, n)
+		}
 		rn.r.cfg.Logger.Info("task running", "partition", n)
 	}
 	return nil
@@ -111,17 +126,7 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 	out := make(chan started, len(ns))
 	for _, n := range ns {
 		go func() {
-			t, err := task.Start(ctx, task.Config{
-				ApplicationID:      c.ApplicationID,
-				Partition:          n,
-				InputTopics:        c.InputTopics,
-				TopicIDs:           rn.topicIDs,
-				Changelog:          rn.changelog,
-				StateDir:           c.StateDir,
-				TransactionTimeout: c.TransactionTimeout,
-				KafkaOpts:          rn.base,
-				Logger:             c.Logger,
-			}, rn.r.proc)
+			t, err := task.Start(ctx, rn.taskConfig(n), rn.r.proc)
 			out <- started{n, t, err}
 		}()
 	}
@@ -130,6 +135,9 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 	for range ns {
 		s := <-out
 		if s.err != nil {
+			if ctx.Err() == nil && rn.startFailed(s.n, s.err) {
+				continue
+			}
 			errs = append(errs, s.err)
 			continue
 		}
@@ -148,6 +156,7 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 		return
 	}
 	c.Logger.Info("partitions assigned", "partitions", ns)
+	rn.groupJoined()
 	rn.poke()
 }
 
@@ -196,6 +205,7 @@ func (rn *run) teardown() {
 		errs = append(errs, t.Close())
 		delete(rn.pending, n)
 	}
+	rn.forgetAll()
 	if err := errors.Join(errs...); err != nil {
 		rn.setFatal(fmt.Errorf("runner: closing tasks: %w", err))
 	}

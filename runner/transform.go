@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -65,6 +66,9 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 		tasks:      map[int32]*task.Task{},
 		pending:    map[int32]*task.Task{},
 		workers:    map[int32]*worker{},
+		restarting: map[int32]bool{},
+		seeks:      map[int32]map[string]kgo.EpochOffset{},
+		failing:    map[int32]*failing{},
 		sem:        make(chan struct{}, c.Concurrency),
 		wake:       make(chan struct{}, 1),
 	}
@@ -78,6 +82,7 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 		SessionTimeout: c.SessionTimeout,
 		OnAssigned:     rn.onAssigned,
 		OnRevoked:      rn.onRevoked,
+		OnLost:         rn.onLost,
 		Delivery: []kgo.Opt{
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			// Markers of upstream transactions are returned so that the
@@ -103,6 +108,7 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 	// Leave the group (this runs onRevoked, which commits what the tasks
 	// processed, unless Run fails, and tears them down), then make sure
 	// nothing is left open.
+	rn.closing.Store(true)
 	consumer.Close()
 	rn.teardown()
 	if runErr != nil {
@@ -128,6 +134,21 @@ type run struct {
 	tasks   map[int32]*task.Task // restored and fetching
 	pending map[int32]*task.Task // fenced, waiting for restore
 	workers map[int32]*worker    // of tasks
+	// restarting are the tasks being re-initialized after a transient
+	// error (recover.go): their records are dropped until seeks, the
+	// committed offsets to re-position their partitions at, are applied.
+	restarting map[int32]bool
+	seeks      map[int32]map[string]kgo.EpochOffset
+
+	// fmu guards failing (tasks that failed with a transient error and
+	// have not committed since) and groupLostAt (when the member last
+	// lost its group session without holding an assignment since).
+	fmu         sync.Mutex
+	failing     map[int32]*failing
+	groupLostAt time.Time
+	// lost is set while OnPartitionsLost tears the tasks down (dirty);
+	// closing once Run leaves the group.
+	lost, closing atomic.Bool
 
 	// commitMu serializes the group member's offset commits.
 	commitMu sync.Mutex

@@ -176,7 +176,10 @@ func (p *Producer) sendOffsets(ctx context.Context, o *Offsets) error {
 
 // retry runs fn until it succeeds, fails with a non-retryable error, or ctx
 // ends. CONCURRENT_TRANSACTIONS (the previous transaction's markers are
-// still being written) is retryable here.
+// still being written) is retryable here, and so is a network error (a
+// coordinator that is restarting refuses the dial until another broker
+// took over): both requests it retries, AddOffsetsToTxn and
+// TxnOffsetCommit, may be sent again within the same transaction.
 func retry(ctx context.Context, fn func() error) error {
 	backoff := 2 * time.Millisecond
 	for {
@@ -184,7 +187,7 @@ func retry(ctx context.Context, fn func() error) error {
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, kerr.ConcurrentTransactions) && !kerr.IsRetriable(err) {
+		if !errors.Is(err, kerr.ConcurrentTransactions) && !kerr.IsRetriable(err) && !(network(err) && ctx.Err() == nil) {
 			return err
 		}
 		select {

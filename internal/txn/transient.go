@@ -1,0 +1,69 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/fencing"
+	"github.com/flechtwerk/flechtwerk/internal/authz"
+)
+
+// Transient reports whether err, met by a task's transaction (beginning
+// it, producing into it, adding the offsets, ending it), is a transient
+// broker condition after which the task can be closed dirty and
+// re-initialized (fence, restore, re-seek) instead of ending Run, as Kafka
+// Streams does:
+//
+//   - a broker error code franz-go marks retriable (NOT_COORDINATOR,
+//     COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
+//     REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, ...)
+//     that outlived the client's own retries;
+//   - CONCURRENT_TRANSACTIONS, TRANSACTION_ABORTABLE, UNKNOWN_PRODUCER_ID,
+//     OPERATION_NOT_ATTEMPTED: the transaction can be aborted and the
+//     producer re-initialized;
+//   - REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION: the
+//     group is moving tasks; the rebalance decides who owns the task;
+//   - a network error (a refused dial, a reset or closed connection, an
+//     i/o timeout), a record that timed out or ran out of retries, and a
+//     deadline of the commit that passed (the outcome of the end is not
+//     known: the re-initialization's fence settles it).
+//
+// A fence (another owner), an authorization error, a canceled context and
+// every other error are not transient.
+func Transient(err error) bool {
+	if err == nil || fencing.IsFenced(err) || errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
+		return false
+	}
+	if _, ok := authz.Refused(err); ok {
+		return false
+	}
+	for _, e := range []*kerr.Error{
+		kerr.ConcurrentTransactions, kerr.TransactionAbortable, kerr.UnknownProducerID, kerr.OperationNotAttempted,
+		kerr.RebalanceInProgress, kerr.UnknownMemberID, kerr.IllegalGeneration,
+	} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	if kerr.IsRetriable(err) || network(err) {
+		return true
+	}
+	return errors.Is(err, kgo.ErrRecordTimeout) || errors.Is(err, kgo.ErrRecordRetries) ||
+		errors.Is(err, context.DeadlineExceeded)
+}
+
+// network reports a connection that could not be made or broke.
+func network(err error) bool {
+	var ne net.Error
+	var se *os.SyscallError
+	return errors.As(err, &ne) || errors.As(err, &se) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
