@@ -41,7 +41,7 @@ func fetchCommitted(ctx context.Context, adm *kadm.Client, log *slog.Logger, g s
 			if coordinatorNotReady(err) {
 				err = fmt.Errorf("coordinator not ready after %v: %w", offsetFetchPatience, err)
 			}
-			return resps, err
+			return resps, groupACL(err, g)
 		}
 		log.Debug("offset fetch: coordinator not ready, retrying", "group", g, "err", err, "backoff", backoff)
 		select {

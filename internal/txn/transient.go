@@ -35,10 +35,13 @@ import (
 //     deadline of the commit that passed (the outcome of the end is not
 //     known: the re-initialization's fence settles it).
 //
-// A fence (another owner), an authorization error, a canceled context and
-// every other error are not transient.
+// A fence (another owner), an authorization error, a topic that does not
+// exist (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID: while a task runs,
+// its topics were deleted, which no re-initialization mends), a canceled
+// context and every other error are not transient.
 func Transient(err error) bool {
-	if err == nil || fencing.IsFenced(err) || errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
+	if err == nil || fencing.IsFenced(err) || errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) ||
+		errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID) {
 		return false
 	}
 	if _, ok := authz.Refused(err); ok {

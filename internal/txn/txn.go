@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flechtwerk/flechtwerk/fencing"
+	"github.com/flechtwerk/flechtwerk/internal/authz"
 )
 
 // AbortTimeout bounds an abort; when it cannot finish, the next owner's
@@ -99,7 +100,7 @@ func (p *Producer) Abort(ctx context.Context) error {
 		return fmt.Errorf("abort buffered records: %w", err)
 	}
 	if err := p.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
-		return fmt.Errorf("abort: %w", fencing.Classify(p.id, err))
+		return fmt.Errorf("abort: %w", txnACL(fencing.Classify(p.id, err), p.id))
 	}
 	return nil
 }
@@ -166,7 +167,8 @@ func (p *Producer) sendOffsets(ctx context.Context, o *Offsets) error {
 			}
 			for _, rp := range rt.Partitions {
 				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-					return fmt.Errorf("TxnOffsetCommit %s/%d: %w", name, rp.Partition, err)
+					return fmt.Errorf("TxnOffsetCommit %s/%d: %w", name, rp.Partition,
+						authz.Wrap(err, "Read", map[authz.Resource]string{authz.Topic: name, authz.Group: o.Group, authz.TransactionalID: p.id}))
 				}
 			}
 		}
@@ -239,7 +241,7 @@ type Txn struct {
 // Begin opens a transaction.
 func (p *Producer) Begin() (*Txn, error) {
 	if err := p.cl.BeginTransaction(); err != nil {
-		return nil, fmt.Errorf("begin transaction: %w", fencing.Classify(p.id, err))
+		return nil, fmt.Errorf("begin transaction: %w", txnACL(fencing.Classify(p.id, err), p.id))
 	}
 	// Records are failed when the context of their Produce ends before
 	// they are sent: the transaction's context ends only with it.
@@ -301,17 +303,18 @@ func (x *Txn) End(ctx context.Context, offsets *Offsets) (Timing, error) {
 		if first.Partition < 0 {
 			where = fmt.Sprintf("topic %s (no partition assigned)", first.Topic)
 		}
-		err := fmt.Errorf("produce to %s failed (%d of %d records of the transaction failed): %w", where, failed, x.sent, ferr)
+		err := fmt.Errorf("produce to %s failed (%d of %d records of the transaction failed): %w", where, failed, x.sent,
+			authz.Wrap(ferr, "Write", map[authz.Resource]string{authz.Topic: first.Topic, authz.TransactionalID: p.id}))
 		return tm, p.abort(ctx, fencing.Classify(p.id, err))
 	}
 	if flushErr != nil {
 		return tm, p.abort(ctx, fmt.Errorf("flushing the transaction's records: %w", flushErr))
 	}
 	if offErr != nil {
-		return tm, p.abort(ctx, fmt.Errorf("offsets to transaction: %w", fencing.Classify(p.id, offErr)))
+		return tm, p.abort(ctx, fmt.Errorf("offsets to transaction: %w", offsetsACL(fencing.Classify(p.id, offErr), p.id, offsets)))
 	}
 	if err := p.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		return tm, p.abort(ctx, fmt.Errorf("commit: %w", fencing.ClassifyCommit(p.id, err)))
+		return tm, p.abort(ctx, fmt.Errorf("commit: %w", txnACL(fencing.ClassifyCommit(p.id, err), p.id)))
 	}
 	tm.Total = time.Since(began)
 	return tm, nil
@@ -322,4 +325,26 @@ func (x *Txn) End(ctx context.Context, offsets *Offsets) (Timing, error) {
 func (x *Txn) Abort(ctx context.Context) error {
 	defer x.cancel()
 	return x.p.Abort(ctx)
+}
+
+// txnACL names the ACL a refused transaction request needed: Write on the
+// transactional id.
+func txnACL(err error, id string) error {
+	return authz.Wrap(err, "Write", map[authz.Resource]string{authz.TransactionalID: id})
+}
+
+// offsetsACL names the ACL a refused AddOffsetsToTxn or TxnOffsetCommit
+// needed: Read on the group, Write on the transactional id, or Read on the
+// input topic whose offset was refused (named in the error).
+func offsetsACL(err error, id string, o *Offsets) error {
+	names := map[authz.Resource]string{authz.TransactionalID: id, authz.Group: o.Group}
+	topics := make([]string, 0, len(o.Next))
+	for t := range o.Next {
+		topics = append(topics, t)
+	}
+	slices.Sort(topics)
+	if len(topics) > 0 {
+		names[authz.Topic] = topics[0]
+	}
+	return authz.Wrap(err, "Read", names)
 }
