@@ -232,7 +232,9 @@ func TestSecureMissingACL(t *testing.T) {
 		{"Write on the changelog", false, kerr.TopicAuthorizationFailed,
 			func(_, _, app string) string { return fmt.Sprintf("needs ACL Write on topic %q", changelog.Topic(app)) }},
 		{"Create on the changelog", false, kerr.TopicAuthorizationFailed,
-			func(_, _, app string) string { return fmt.Sprintf("needs ACL Create on topic %q", changelog.Topic(app)) }},
+			func(_, _, app string) string {
+				return fmt.Sprintf("needs ACL Create on topic %q", changelog.Topic(app))
+			}},
 		{"Read on the changelog", true, kerr.TopicAuthorizationFailed,
 			func(_, _, app string) string { return fmt.Sprintf("needs ACL Read on topic %q", changelog.Topic(app)) }},
 		{"DescribeConfigs on the changelog", true, kerr.TopicAuthorizationFailed,
