@@ -218,6 +218,7 @@ func (rn *run) restartTask(ctx context.Context, n int32) error {
 	f.queued = false
 	rn.pending[n] = t
 	rn.r.ops.restarts.Add(1)
+	c.Metrics.TaskRestarted(n)
 	rn.r.ops.tasks(rn.tasks, rn.pending)
 	return nil
 }
