@@ -13,6 +13,7 @@ import (
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/fencing"
+	"github.com/flechtwerk/flechtwerk/internal/config"
 	"github.com/flechtwerk/flechtwerk/internal/txn"
 	"github.com/flechtwerk/flechtwerk/task"
 )
@@ -35,14 +36,17 @@ import (
 
 // TaskTimeoutError ends Run when a task kept failing with transient broker
 // errors, and was re-initialized after each, without one successful commit
-// for longer than TaskTimeout (or the group member could not rejoin its
-// group for that long: Partition is then -1). Nothing the task did not
-// commit is visible; its records are redelivered when it runs again.
-// errors.Is(err, flechtwerk.ErrTaskTimeout) holds, and the last cause stays
-// in the chain.
+// for longer than TaskTimeout (or when the group member could not rejoin
+// its group, or a startup step kept failing, for that long: Partition is
+// then -1 and Step says which). Nothing the task did not commit is visible;
+// its records are redelivered when it runs again. errors.Is(err,
+// flechtwerk.ErrTaskTimeout) holds, and the last cause stays in the chain.
 type TaskTimeoutError struct {
-	// Partition is the task's partition number; -1 for the group.
+	// Partition is the task's partition number; -1 for the group or a
+	// startup step.
 	Partition int32
+	// Step names what kept failing when Partition is -1.
+	Step string
 	// Restarts is how many times the task was re-initialized meanwhile.
 	Restarts int
 	// Timeout is the TaskTimeout that passed.
@@ -53,8 +57,8 @@ type TaskTimeoutError struct {
 
 func (e *TaskTimeoutError) Error() string {
 	if e.Partition < 0 {
-		return fmt.Sprintf("runner: %s: the consumer group member could not rejoin its group within TaskTimeout %v: %v",
-			flechtwerk.CodeTaskTimeout, e.Timeout, e.Err)
+		return fmt.Sprintf("runner: %s: %s kept failing with transient errors for longer than TaskTimeout %v: %v",
+			flechtwerk.CodeTaskTimeout, e.Step, e.Timeout, e.Err)
 	}
 	return fmt.Sprintf("runner: %s: task %d kept failing with transient errors for longer than TaskTimeout %v (re-initialized %d times without a successful commit); nothing it did not commit is visible: %v",
 		flechtwerk.CodeTaskTimeout, e.Partition, e.Timeout, e.Restarts, e.Err)
@@ -383,7 +387,7 @@ func (rn *run) groupSession(err error) error {
 	lostFor := time.Since(rn.groupLostAt)
 	rn.fmu.Unlock()
 	if lostFor > c.TaskTimeout {
-		return &TaskTimeoutError{Partition: -1, Timeout: c.TaskTimeout, Err: fetchError("", 0, err)}
+		return &TaskTimeoutError{Partition: -1, Step: "rejoining the consumer group", Timeout: c.TaskTimeout, Err: fetchError("", 0, err)}
 	}
 	c.Logger.Warn("lost the consumer group session with a transient error; its tasks were closed dirty, the member rejoins", "group", c.Group(), "err", err, "lost_for", lostFor.Round(time.Millisecond))
 	return nil
@@ -414,4 +418,28 @@ func (rn *run) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int
 // is visible and the next owner reprocesses its records.
 func (rn *run) benign(err error) bool {
 	return !rn.closing.Load() && (recoverable(err) || fencing.IsFenced(err))
+}
+
+// startupRetry runs a startup step fn again while it fails with a transient
+// error (txn.Transient), for up to TaskTimeout, with backoff: it is used
+// once the cluster answered (a cluster that cannot be reached at all, or a
+// misconfigured client, fails the first step, which is not retried). Every
+// retry is logged at warn with its cause.
+func startupRetry(ctx context.Context, c *config.Options, what string, fn func() error) error {
+	began := time.Now()
+	for tries := 0; ; tries++ {
+		err := fn()
+		if err == nil || !txn.Transient(err) || ctx.Err() != nil {
+			return err
+		}
+		if time.Since(began) > c.TaskTimeout {
+			return &TaskTimeoutError{Partition: -1, Step: what, Timeout: c.TaskTimeout, Err: err}
+		}
+		c.Logger.Warn("startup step failed with a transient error; retrying", "step", what, "err", err, "attempt", tries+1)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(restartBackoff(tries)):
+		}
+	}
 }

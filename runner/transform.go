@@ -48,10 +48,14 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 	var changelogTopic string
 	if r.proc.Stateful() {
 		changelogTopic = c.Changelog()
-		if err := requireChangelogOrNewGroup(ctx, adm, c.Logger, changelogTopic, c.Group(), c.InputTopics); err != nil {
-			return err
-		}
-		if err := changelog.Ensure(ctx, adm, changelogTopic, partitions, c.Replication); err != nil {
+		// The cluster answered already (the inputs were described): a
+		// transient error from here on is ridden out (startupRetry).
+		if err := startupRetry(ctx, c, "checking the changelog", func() error {
+			if err := requireChangelogOrNewGroup(ctx, adm, c.Logger, changelogTopic, c.Group(), c.InputTopics); err != nil {
+				return err
+			}
+			return changelog.Ensure(ctx, adm, changelogTopic, partitions, c.Replication)
+		}); err != nil {
 			return err
 		}
 	}
