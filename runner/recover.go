@@ -110,9 +110,10 @@ func (rn *run) requestRestart(n int32, cause error) {
 		rn.failing[n] = f
 	}
 	f.cause, f.queued = cause, true
-	f.next = time.Now().Add(restartBackoff(f.tries))
+	wait := restartBackoff(f.tries)
+	f.next = time.Now().Add(wait)
 	rn.fmu.Unlock()
-	time.AfterFunc(restartBackoff(f.tries), rn.poke)
+	time.AfterFunc(wait, rn.poke)
 	rn.poke()
 }
 
