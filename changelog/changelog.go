@@ -68,16 +68,31 @@ func check(ctx context.Context, adm *kadm.Client, topic string, have, want int32
 		return flechtwerk.Errorf(flechtwerk.CodeChangelogMismatch, "topic "+topic,
 			"changelog has %d partitions, inputs have %d; repartitioning state needs a migration (a new application id, or delete the changelog)", have, want)
 	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		return fmt.Errorf("changelog: describing configs of %s: %w", topic, acl(err, "DescribeConfigs", topic))
-	}
-	rc, err := rcs.On(topic, nil)
-	if err != nil {
-		return fmt.Errorf("changelog: describing configs of %s: %w", topic, acl(err, "DescribeConfigs", topic))
-	}
-	if rc.Err != nil {
-		return fmt.Errorf("changelog: describing configs of %s: %w", topic, acl(rc.Err, "DescribeConfigs", topic))
+	// A topic another instance just created can be unknown to the broker
+	// asked for its configs for a moment (its metadata lags): look again
+	// for up to about 15 seconds.
+	var rc kadm.ResourceConfig
+	backoff := 20 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+		if err == nil {
+			rc, err = rcs.On(topic, nil)
+		}
+		if err == nil {
+			err = rc.Err
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) || attempt >= 20 {
+			return fmt.Errorf("changelog: describing configs of %s: %w", topic, acl(err, "DescribeConfigs", topic))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("changelog: describing configs of %s: %w", topic, errors.Join(err, ctx.Err()))
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
 	}
 	for _, c := range rc.Configs {
 		if c.Key == "cleanup.policy" && c.Value != nil && !compactOnly(*c.Value) {
