@@ -72,7 +72,10 @@ func requireCounted(t *testing.T, ins, outs []*kgo.Record) {
 // fault refuses requests of one kind: after lets that many pass first, then
 // times requests in a row get code (nil: the connection is dropped).
 type fault struct {
-	key   kmsg.Key
+	key kmsg.Key
+	// task0 limits the fault to the requests of task 0's transactional
+	// id, so that consecutive refusals outlive that client's retries.
+	task0 bool
 	after int
 	times int // -1: every request from then on
 	code  *kerr.Error
@@ -88,10 +91,13 @@ func (f *fault) refusedCount() int {
 	return f.refused
 }
 
-// install makes fc refuse f's requests.
-func (f *fault) install(fc *kfake.Cluster) {
+// install makes fc refuse f's requests (of application app).
+func (f *fault) install(fc *kfake.Cluster, app string) {
 	fc.ControlKey(f.key.Int16(), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
 		fc.KeepControl()
+		if f.task0 && txnIDOf(kreq) != app+"-0" {
+			return nil, nil, false
+		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.seen++
@@ -104,6 +110,23 @@ func (f *fault) install(fc *kfake.Cluster) {
 		}
 		return refusal(kreq, f.code.Code), nil, true
 	})
+}
+
+// txnIDOf returns the transactional id of a transaction request.
+func txnIDOf(kreq kmsg.Request) string {
+	switch req := kreq.(type) {
+	case *kmsg.EndTxnRequest:
+		return req.TransactionalID
+	case *kmsg.AddOffsetsToTxnRequest:
+		return req.TransactionalID
+	case *kmsg.TxnOffsetCommitRequest:
+		return req.TransactionalID
+	case *kmsg.InitProducerIDRequest:
+		if req.TransactionalID != nil {
+			return *req.TransactionalID
+		}
+	}
+	return ""
 }
 
 // refusal answers kreq with code everywhere it has an error code.
@@ -224,9 +247,9 @@ func TestTransientFaultsRiddenOut(t *testing.T) {
 		f       *fault
 		restart bool // the fault must re-initialize a task
 	}{
-		{"EndTxn_COORDINATOR_NOT_AVAILABLE", &fault{key: kmsg.EndTxn, after: 3, times: 4, code: kerr.CoordinatorNotAvailable}, true},
-		{"EndTxn_NOT_COORDINATOR", &fault{key: kmsg.EndTxn, after: 3, times: 4, code: kerr.NotCoordinator}, true},
-		{"EndTxn_REQUEST_TIMED_OUT", &fault{key: kmsg.EndTxn, after: 3, times: 4, code: kerr.RequestTimedOut}, true},
+		{"EndTxn_COORDINATOR_NOT_AVAILABLE", &fault{task0: true, key: kmsg.EndTxn, after: 3, times: 4, code: kerr.CoordinatorNotAvailable}, true},
+		{"EndTxn_NOT_COORDINATOR", &fault{task0: true, key: kmsg.EndTxn, after: 3, times: 4, code: kerr.NotCoordinator}, true},
+		{"EndTxn_REQUEST_TIMED_OUT", &fault{task0: true, key: kmsg.EndTxn, after: 3, times: 4, code: kerr.RequestTimedOut}, true},
 		{"EndTxn_CONCURRENT_TRANSACTIONS", &fault{key: kmsg.EndTxn, after: 3, times: 2, code: kerr.ConcurrentTransactions}, false},
 		{"EndTxn_connection_dropped", &fault{key: kmsg.EndTxn, after: 3, times: 1}, false},
 		{"TxnOffsetCommit_REBALANCE_IN_PROGRESS", &fault{key: kmsg.TxnOffsetCommit, after: 3, times: 1, code: kerr.RebalanceInProgress}, true},
@@ -252,12 +275,12 @@ func TestTransientFaultsRiddenOut(t *testing.T) {
 				// The re-initialization's own fence meets a coordinator
 				// that is not available yet, and is retried.
 				faults = []*fault{
-					{key: kmsg.EndTxn, after: 3, times: 4, code: kerr.CoordinatorNotAvailable},
-					{key: kmsg.InitProducerID, after: 2, times: 3, code: kerr.CoordinatorNotAvailable},
+					{task0: true, key: kmsg.EndTxn, after: 3, times: 4, code: kerr.CoordinatorNotAvailable},
+					{task0: true, key: kmsg.InitProducerID, after: 1, times: 3, code: kerr.CoordinatorNotAvailable},
 				}
 			}
 			for _, f := range faults {
-				f.install(fc)
+				f.install(fc, app)
 			}
 			r, _, done := faultRun(t, c, app, in, out)
 			alive := func() {
@@ -313,7 +336,7 @@ func TestPersistentFaultEndsRun(t *testing.T) {
 	c.CreateTopic(t, out, 2)
 	c.Produce(t, faultInputs(in, 0, 200, 5)...)
 	f := &fault{key: kmsg.EndTxn, times: -1, code: kerr.CoordinatorNotAvailable}
-	f.install(fc)
+	f.install(fc, app)
 
 	r, _, done := faultRun(t, c, app, in, out, runner.TaskTimeout(2*time.Second))
 	var err error
