@@ -62,11 +62,18 @@ func Transient(err error) bool {
 		errors.Is(err, context.DeadlineExceeded)
 }
 
-// network reports a connection that could not be made or broke.
+// network reports a connection that could not be made or broke: a dial,
+// read or write error of the network (*net.OpError, which holds every
+// socket error, timeouts included), a failed name lookup, or a connection
+// that ended early. Other system errors (a file error of the store, say)
+// are not.
 func network(err error) bool {
-	var ne net.Error
-	var se *os.SyscallError
-	return errors.As(err, &ne) || errors.As(err, &se) ||
+	var oe *net.OpError
+	var de *net.DNSError
+	return errors.As(err, &oe) || errors.As(err, &de) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+		errors.Is(err, os.ErrDeadlineExceeded) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ETIMEDOUT) ||
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH)
 }

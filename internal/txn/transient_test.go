@@ -48,6 +48,8 @@ func TestTransient(t *testing.T) {
 		{kerr.UnknownTopicOrPartition, false},
 		{kerr.InvalidConfig, false},
 		{errors.New("transform: boom"), false},
+		{&os.PathError{Op: "mkdir", Path: "/state", Err: syscall.ENOTDIR}, false},
+		{fmt.Errorf("store: %w", syscall.ENOSPC), false},
 	} {
 		require.Equal(t, tc.want, Transient(tc.err), "Transient(%v)", tc.err)
 	}
