@@ -104,7 +104,9 @@ func BatchTimeout(d time.Duration) Opt {
 // offsets; Run goes on. When a task has failed this way without one
 // successful commit for longer than TaskTimeout, or the group member could
 // not rejoin its group for that long, Run ends with a *TaskTimeoutError
-// naming the task and the last cause. Each recovery is logged at warn.
+// naming the task and the last cause. The startup steps after the cluster
+// first answered (the changelog check and creation) are retried as long.
+// Each recovery is logged at warn.
 // Default 5 minutes. Transformer only.
 func TaskTimeout(d time.Duration) Opt {
 	return only(config.Transformer, "TaskTimeout", func(c *config.Options) { c.TaskTimeout = d })
