@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/runner"
 	"github.com/flechtwerk/flechtwerk/transformer"
@@ -145,6 +147,15 @@ func refusal(kreq kmsg.Request, code int16) kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 		resp.Version, resp.ErrorCode = req.Version, code
 		resp.ProducerID, resp.ProducerEpoch = -1, -1
+		return resp
+	case *kmsg.DescribeConfigsRequest:
+		resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+		resp.Version = req.Version
+		for _, rr := range req.Resources {
+			r := kmsg.NewDescribeConfigsResponseResource()
+			r.ResourceType, r.ResourceName, r.ErrorCode = rr.ResourceType, rr.ResourceName, code
+			resp.Resources = append(resp.Resources, r)
+		}
 		return resp
 	case *kmsg.HeartbeatRequest:
 		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
@@ -356,4 +367,38 @@ func TestPersistentFaultEndsRun(t *testing.T) {
 	require.Positive(t, r.Stats().TaskRestarts)
 	require.Empty(t, c.ReadCommitted(t, out), "nothing of the run is visible")
 	require.Empty(t, c.CommittedOffsets(t, app, in), "no offset committed")
+}
+
+// TestStartupRidesOutTransientErrors: once the cluster answered, a startup
+// step that meets a transient error (here the check of an existing
+// changelog's configs, answered REQUEST_TIMED_OUT twice) is retried; Run
+// starts and processes every input exactly once.
+func TestStartupRidesOutTransientErrors(t *testing.T) {
+	c, fc := kafkatest.Fake(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
+	c.CreateTopic(t, in, 2)
+	c.CreateTopic(t, out, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := c.Adm.CreateTopic(ctx, 2, -1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, changelog.Topic(app))
+	require.NoError(t, err)
+	ins := faultInputs(in, 0, 300, 5)
+	c.Produce(t, ins...)
+	f := &fault{key: kmsg.DescribeConfigs, times: 2, code: kerr.RequestTimedOut}
+	f.install(fc, app)
+
+	_, _, done := faultRun(t, c, app, in, out)
+	ends := c.EndOffsets(t, in)
+	kafkatest.WaitFor(t, 90*time.Second, "every input committed", func() bool {
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("Run ended: %v", err)
+		default:
+		}
+		got := c.CommittedOffsets(t, app, in)
+		return got[0] == ends[0] && got[1] == ends[1]
+	})
+	require.Equal(t, 2, f.refusedCount())
+	requireCounted(t, ins, c.ReadCommitted(t, out))
 }
