@@ -198,7 +198,11 @@ func (rn *run) restartTask(ctx context.Context, n int32) error {
 	rn.cancelRestore = cancel
 	rn.rmu.Unlock()
 	sctx, cancelStart := context.WithTimeout(sctx, c.TaskTimeout)
-	t, err := task.Start(sctx, rn.taskConfig(n), rn.r.proc)
+	var t *task.Task
+	owned, err := rn.stillOwns(sctx, n)
+	if err == nil && owned {
+		t, err = task.Start(sctx, rn.taskConfig(n), rn.r.proc)
+	}
 	cancelStart()
 	rn.rmu.Lock()
 	rn.cancelRestore = nil
@@ -208,6 +212,15 @@ func (rn *run) restartTask(ctx context.Context, n int32) error {
 	rn.fmu.Lock()
 	defer rn.fmu.Unlock()
 	f.tries++
+	if err == nil && !owned {
+		// Fencing now could fence the task's new owner: wait for the
+		// rebalance (its revocation forgets this restart) or the
+		// member's rejoin.
+		c.Logger.Warn("task not re-initialized yet: the group is rebalancing or no longer assigns it to this member", "partition", n)
+		f.next = time.Now().Add(restartBackoff(f.tries))
+		time.AfterFunc(restartBackoff(f.tries), rn.poke)
+		return nil
+	}
 	if err != nil {
 		if revoked || ctx.Err() != nil {
 			return nil
@@ -226,6 +239,47 @@ func (rn *run) restartTask(ctx context.Context, n int32) error {
 	c.Metrics.TaskRestarted(n)
 	rn.r.ops.tasks(rn.tasks, rn.pending)
 	return nil
+}
+
+// stillOwns reports whether the group, stable, still assigns partition n of
+// every input topic to this member: a member whose session is lost (a
+// zombie woken after its partitions moved) or that is being rebalanced must
+// not fence the task's transactional ID again, which could fence the new
+// owner.
+func (rn *run) stillOwns(ctx context.Context, n int32) (bool, error) {
+	c := &rn.r.cfg
+	member, _ := rn.consumer.GroupMetadata()
+	gs, err := rn.adm.DescribeGroups(ctx, c.Group())
+	if err != nil {
+		return false, fmt.Errorf("describing group %s: %w", c.Group(), groupACL(err, c.Group()))
+	}
+	g, ok := gs[c.Group()]
+	if !ok {
+		return false, nil
+	}
+	if g.Err != nil {
+		return false, fmt.Errorf("describing group %s: %w", c.Group(), groupACL(g.Err, c.Group()))
+	}
+	if g.State != "Stable" || member == "" {
+		return false, nil
+	}
+	for _, m := range g.Members {
+		if m.MemberID != member {
+			continue
+		}
+		a, ok := m.Assigned.AsConsumer()
+		if !ok {
+			return false, nil
+		}
+		held := 0
+		for _, t := range a.Topics {
+			if slices.Contains(c.InputTopics, t.Topic) && slices.Contains(t.Partitions, n) {
+				held++
+			}
+		}
+		return held == len(c.InputTopics), nil
+	}
+	return false, nil
 }
 
 // reseek reads the committed offsets of task n's partitions (require-stable:
