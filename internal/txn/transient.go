@@ -55,7 +55,7 @@ func Transient(err error) bool {
 			return true
 		}
 	}
-	if kerr.IsRetriable(err) || network(err) {
+	if kerr.IsRetriable(err) || network(err) || kgoTransient(err) {
 		return true
 	}
 	return errors.Is(err, kgo.ErrRecordTimeout) || errors.Is(err, kgo.ErrRecordRetries) ||
@@ -76,4 +76,35 @@ func network(err error) bool {
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ETIMEDOUT) ||
 		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH)
+}
+
+// kgoMessages are franz-go's own unexported errors that it retries itself
+// (isRetryableBrokerErr) and that can outlive its retries: matched by their
+// text, since they cannot be matched with errors.Is.
+var kgoMessages = map[string]bool{
+	"the broker connection has died and the request will be retried on a new connection": true,
+	"unknown broker":          true,
+	"correlation ID mismatch": true,
+}
+
+// kgoTransient reports whether an error in err's chain is one of
+// kgoMessages.
+func kgoTransient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if kgoMessages[err.Error()] {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return kgoTransient(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if kgoTransient(e) {
+				return true
+			}
+		}
+	}
+	return false
 }

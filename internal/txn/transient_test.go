@@ -36,6 +36,7 @@ func TestTransient(t *testing.T) {
 		{io.EOF, true},
 		{kgo.ErrRecordTimeout, true},
 		{fmt.Errorf("commit: %w", context.DeadlineExceeded), true},
+		{&kgo.ErrGroupSession{Err: errors.New("the broker connection has died and the request will be retried on a new connection")}, true},
 
 		{nil, false},
 		{context.Canceled, false},
