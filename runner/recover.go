@@ -14,6 +14,7 @@ import (
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/fencing"
 	"github.com/flechtwerk/flechtwerk/internal/config"
+	"github.com/flechtwerk/flechtwerk/internal/topics"
 	"github.com/flechtwerk/flechtwerk/internal/txn"
 	"github.com/flechtwerk/flechtwerk/task"
 )
@@ -494,6 +495,27 @@ func startupRetry(ctx context.Context, c *config.Options, what string, fn func()
 		select {
 		case <-ctx.Done():
 			return err
+		case <-time.After(restartBackoff(tries)):
+		}
+	}
+}
+
+// describeInputs describes the input topics, the first request of Run. A
+// connection the broker accepted and then dropped (a broker restarting, a
+// proxy cutting connections) is retried a few times, for about a second;
+// every other error, a refused dial and a silent broker among them, is
+// returned at once, so that a cluster that cannot be reached, or a client
+// that is misconfigured, fails fast.
+func describeInputs(ctx context.Context, c *config.Options, adm *kadm.Client) (map[string]topics.Info, int32, error) {
+	for tries := 0; ; tries++ {
+		infos, n, err := topics.Describe(ctx, adm, "input", c.InputTopics)
+		if err == nil || !txn.Dropped(err) || tries >= 4 || ctx.Err() != nil {
+			return infos, n, err
+		}
+		c.Logger.Warn("describing the input topics met a dropped connection; retrying", "err", err, "attempt", tries+1)
+		select {
+		case <-ctx.Done():
+			return infos, n, err
 		case <-time.After(restartBackoff(tries)):
 		}
 	}

@@ -32,7 +32,7 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
 
-	infos, partitions, err := topics.Describe(ctx, adm, "input", c.InputTopics)
+	infos, partitions, err := describeInputs(ctx, c, adm)
 	if err != nil {
 		return err
 	}

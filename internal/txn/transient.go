@@ -108,3 +108,14 @@ func kgoTransient(err error) bool {
 	}
 	return false
 }
+
+// Dropped reports a connection that was accepted and then closed or reset
+// by the other side (io.EOF, ECONNRESET, EPIPE; franz-go's
+// *kgo.ErrFirstReadEOF holds io.EOF): a broker restarting or a proxy
+// cutting connections, unlike a refused dial or a silent broker. A client
+// that speaks plaintext to a TLS listener sees it too, so callers retry it
+// only a few times.
+func Dropped(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || kgoTransient(err)
+}

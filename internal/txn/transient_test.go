@@ -55,3 +55,12 @@ func TestTransient(t *testing.T) {
 		require.Equal(t, tc.want, Transient(tc.err), "Transient(%v)", tc.err)
 	}
 }
+
+func TestDropped(t *testing.T) {
+	require.True(t, Dropped(fmt.Errorf("describing: %w", io.EOF)))
+	require.True(t, Dropped(syscall.ECONNRESET))
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	require.False(t, Dropped(refused), "a refused dial is not a dropped connection")
+	require.False(t, Dropped(context.DeadlineExceeded), "a silent broker is not a dropped connection")
+	require.False(t, Dropped(kerr.TopicAuthorizationFailed))
+}
