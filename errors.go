@@ -75,6 +75,16 @@ const (
 	// when a sink started or was assigned partitions. Run fails rather
 	// than fall back to the reset policy.
 	CodeOffsetFetch Code = "OFFSET_FETCH_FAILED"
+	// CodeTaskTimeout: a task kept failing with transient broker errors
+	// (and was re-initialized after each) without one successful commit
+	// for longer than TaskTimeout, or the group member could not rejoin
+	// its group for that long. Nothing uncommitted is visible; its records
+	// are redelivered.
+	CodeTaskTimeout Code = "TASK_TIMEOUT"
+	// CodeNotAuthorized: the broker refused a request for lack of an ACL;
+	// the error names the operation and the resource the principal needs
+	// it on. Nothing of the refused request became visible.
+	CodeNotAuthorized Code = "NOT_AUTHORIZED"
 )
 
 // Sentinels, one per code: errors.Is(err, ErrMissingTopic) is true for every
@@ -103,6 +113,12 @@ var (
 	// ErrOffsetFetch matches the error that ends Run when a sink could
 	// not fetch the group's committed offsets.
 	ErrOffsetFetch = errors.New("flechtwerk: " + string(CodeOffsetFetch))
+	// ErrTaskTimeout matches the error that ends Run when a task kept
+	// failing with transient errors for longer than TaskTimeout.
+	ErrTaskTimeout = errors.New("flechtwerk: " + string(CodeTaskTimeout))
+	// ErrNotAuthorized matches every error that names a missing ACL
+	// (the broker's own error, a *kerr.Error, stays in the chain).
+	ErrNotAuthorized = errors.New("flechtwerk: " + string(CodeNotAuthorized))
 )
 
 // ConfigError is a configuration problem found before anything was

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/internal/authz"
 	"github.com/flechtwerk/flechtwerk/internal/lso"
 	"github.com/flechtwerk/flechtwerk/store"
 )
@@ -37,7 +38,7 @@ func Ensure(ctx context.Context, adm *kadm.Client, topic string, partitions int3
 	for attempt := 0; ; attempt++ {
 		details, err := adm.ListTopics(uncached(ctx), topic)
 		if err != nil {
-			return fmt.Errorf("changelog: describing %s: %w", topic, err)
+			return fmt.Errorf("changelog: describing %s: %w", topic, acl(err, "Describe", topic))
 		}
 		if d, ok := details[topic]; ok && d.Err == nil {
 			return check(ctx, adm, topic, int32(len(d.Partitions)), partitions)
@@ -49,7 +50,7 @@ func Ensure(ctx context.Context, adm *kadm.Client, topic string, partitions int3
 			return nil
 		}
 		if !errors.Is(err, kerr.TopicAlreadyExists) || attempt >= 20 {
-			return fmt.Errorf("changelog: creating %s with %d partitions: %w", topic, partitions, err)
+			return fmt.Errorf("changelog: creating %s with %d partitions: %w", topic, partitions, acl(err, "Create", topic))
 		}
 		// Another instance created it: wait until it is visible, then
 		// check it.
@@ -67,16 +68,31 @@ func check(ctx context.Context, adm *kadm.Client, topic string, have, want int32
 		return flechtwerk.Errorf(flechtwerk.CodeChangelogMismatch, "topic "+topic,
 			"changelog has %d partitions, inputs have %d; repartitioning state needs a migration (a new application id, or delete the changelog)", have, want)
 	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		return fmt.Errorf("changelog: describing configs of %s: %w", topic, err)
-	}
-	rc, err := rcs.On(topic, nil)
-	if err != nil {
-		return fmt.Errorf("changelog: describing configs of %s: %w", topic, err)
-	}
-	if rc.Err != nil {
-		return fmt.Errorf("changelog: describing configs of %s: %w", topic, rc.Err)
+	// A topic another instance just created can be unknown to the broker
+	// asked for its configs for a moment (its metadata lags): look again
+	// for up to about 15 seconds.
+	var rc kadm.ResourceConfig
+	backoff := 20 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+		if err == nil {
+			rc, err = rcs.On(topic, nil)
+		}
+		if err == nil {
+			err = rc.Err
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) || attempt >= 20 {
+			return fmt.Errorf("changelog: describing configs of %s: %w", topic, acl(err, "DescribeConfigs", topic))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("changelog: describing configs of %s: %w", topic, errors.Join(err, ctx.Err()))
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
 	}
 	for _, c := range rc.Configs {
 		if c.Key == "cleanup.policy" && c.Value != nil && !compactOnly(*c.Value) {
@@ -170,11 +186,11 @@ func Recover(ctx context.Context, adm *kadm.Client, topic string, partition int3
 	}
 	start, err := listOffset(ctx, adm.ListStartOffsets, topic, partition)
 	if err != nil {
-		return Result{}, fmt.Errorf("changelog: start offset of %s/%d: %w", topic, partition, err)
+		return Result{}, fmt.Errorf("changelog: start offset of %s/%d: %w", topic, partition, acl(err, "Describe", topic))
 	}
 	end, err := listOffset(ctx, adm.ListCommittedOffsets, topic, partition)
 	if err != nil {
-		return Result{}, fmt.Errorf("changelog: last stable offset of %s/%d: %w", topic, partition, err)
+		return Result{}, fmt.Errorf("changelog: last stable offset of %s/%d: %w", topic, partition, acl(err, "Describe", topic))
 	}
 	res := Result{From: start, To: end}
 	cp, ok := st.Checkpoint()
@@ -265,7 +281,7 @@ func describe(ctx context.Context, adm *kadm.Client, topic string) ([16]byte, ti
 			break
 		}
 		if !errors.Is(err, kerr.UnknownTopicOrPartition) && !kerr.IsRetriable(err) || time.Now().After(unknownUntil) {
-			return id, 0, err
+			return id, 0, acl(err, "Describe", topic)
 		}
 		select {
 		case <-ctx.Done():
@@ -276,14 +292,14 @@ func describe(ctx context.Context, adm *kadm.Client, topic string) ([16]byte, ti
 	}
 	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
-		return id, 0, fmt.Errorf("configs: %w", err)
+		return id, 0, fmt.Errorf("configs: %w", acl(err, "DescribeConfigs", topic))
 	}
 	rc, err := rcs.On(topic, nil)
 	if err == nil {
 		err = rc.Err
 	}
 	if err != nil {
-		return id, 0, fmt.Errorf("configs: %w", err)
+		return id, 0, fmt.Errorf("configs: %w", acl(err, "DescribeConfigs", topic))
 	}
 	retention := defaultDeleteRetention
 	for _, c := range rc.Configs {
@@ -371,7 +387,7 @@ func restoreRange(ctx context.Context, topic string, partition int32, from, end 
 		prog.report(rs)
 		return nil
 	}, func(offset int64, err error) error {
-		return fmt.Errorf("changelog: restoring %s/%d at offset %d: %w", topic, partition, offset, err)
+		return fmt.Errorf("changelog: restoring %s/%d at offset %d: %w", topic, partition, offset, acl(err, "Read", topic))
 	})
 	return applied, err
 }
@@ -380,3 +396,9 @@ func restoreRange(ctx context.Context, topic string, partition int32, from, end 
 // (kadm issues the request directly when authorized operations are asked
 // for).
 func uncached(ctx context.Context) context.Context { return kadm.WithAuthorizedOps(ctx) }
+
+// acl names the ACL operation on the changelog topic a refused request
+// needed (see internal/authz).
+func acl(err error, operation, topic string) error {
+	return authz.Wrap(err, operation, map[authz.Resource]string{authz.Topic: topic})
+}

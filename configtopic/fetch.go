@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flechtwerk/flechtwerk/internal/authz"
 	"github.com/flechtwerk/flechtwerk/internal/lso"
 )
 
@@ -22,6 +23,11 @@ func readRange(ctx context.Context, cl *kgo.Client, topic string, partition int3
 		}
 		return nil
 	}, func(offset int64, err error) error {
-		return fmt.Errorf("configtopic: reading topic %s partition %d at offset %d: %w", topic, partition, offset, err)
+		return fmt.Errorf("configtopic: reading topic %s partition %d at offset %d: %w", topic, partition, offset, readACL(err, topic))
 	})
+}
+
+// readACL names the ACL a refused read of a config topic needed.
+func readACL(err error, topic string) error {
+	return authz.Wrap(err, "Read", map[authz.Resource]string{authz.Topic: topic})
 }

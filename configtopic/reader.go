@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -103,7 +104,7 @@ func (t *Table[C]) run(ctx context.Context) error {
 		var ferr error
 		fs.EachError(func(topic string, p int32, err error) {
 			if ferr == nil {
-				ferr = fmt.Errorf("configtopic: fetching topic %s partition %d: %w", topic, p, err)
+				ferr = fmt.Errorf("configtopic: fetching topic %s partition %d: %w", topic, p, readACL(err, topic))
 			}
 		})
 		if ferr != nil {
@@ -359,14 +360,14 @@ func (t *Table[C]) targets(ctx context.Context, adm *kadm.Client) ([]partRange, 
 		err = starts.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("configtopic: start offsets of %v: %w", t.cfg.topics, err)
+		return nil, fmt.Errorf("configtopic: start offsets of %v: %w", t.cfg.topics, readACL(err, strings.Join(t.cfg.topics, ",")))
 	}
 	ends, err := adm.ListCommittedOffsets(ctx, t.cfg.topics...)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("configtopic: last stable offsets of %v: %w", t.cfg.topics, err)
+		return nil, fmt.Errorf("configtopic: last stable offsets of %v: %w", t.cfg.topics, readACL(err, strings.Join(t.cfg.topics, ",")))
 	}
 	var out []partRange
 	for _, name := range t.cfg.topics {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/internal/authz"
 )
 
 // ErrFenced means another owner took over this task's transactional ID: the
@@ -96,7 +98,10 @@ func Init(ctx context.Context, txnID string, txnTimeout time.Duration, opts ...k
 	}
 	if _, _, err := cl.ProducerID(ctx); err != nil {
 		cl.Close()
-		return nil, fmt.Errorf("fencing: initializing producer id of %s: %w", txnID, Classify(txnID, err))
+		// A refused InitProducerId needs Write on the transactional id
+		// (IdempotentWrite on the cluster for brokers that ask it).
+		err = authz.Wrap(Classify(txnID, err), "IdempotentWrite", map[authz.Resource]string{authz.TransactionalID: txnID})
+		return nil, fmt.Errorf("fencing: initializing producer id of %s: %w", txnID, err)
 	}
 	return cl, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/extractor"
 	"github.com/flechtwerk/flechtwerk/fencing"
@@ -185,41 +186,67 @@ func TestSecureZombieFenced(t *testing.T) {
 }
 
 // requireRefused checks that Run ended with an error naming the kerr code
-// want, and that nothing of the run is visible: read_committed sees only the
-// outputs before (of an earlier run), and the committed offsets are still
-// offsets.
-func requireRefused(t *testing.T, c *kafkatest.Cluster, err error, want *kerr.Error, app, in, out string, before int, offsets map[int32]int64) {
+// want and the missing ACL (acl: "needs ACL <operation> on <resource kind>
+// <name>", with the stable code NOT_AUTHORIZED), and that nothing of the run
+// is visible: read_committed sees only the outputs before (of an earlier
+// run), and the committed offsets are still offsets.
+func requireRefused(t *testing.T, c *kafkatest.Cluster, err error, want *kerr.Error, acl, app, in, out string, before int, offsets map[int32]int64) {
 	t.Helper()
 	require.Error(t, err)
 	require.ErrorIs(t, err, want, "Run's error: %v", err)
+	require.ErrorIs(t, err, flechtwerk.ErrNotAuthorized, "Run's error: %v", err)
 	require.Contains(t, err.Error(), want.Message, "the error names the refused permission")
+	require.Contains(t, err.Error(), string(flechtwerk.CodeNotAuthorized)+": not authorized: the principal "+acl, "the error names the missing ACL")
+	require.NotContains(t, err.Error(), "lost the consumer group session", "a refused ACL is not a lost session")
 	require.Len(t, readStable(t, c, out), before, "read_committed sees nothing of the refused run")
 	require.Equal(t, offsets, c.CommittedOffsets(t, app, in), "no offset committed by the refused run")
 }
 
 // TestSecureMissingACL runs the runner as principals that each lack one ACL
 // of runnerGrants: Run ends, within a bounded time, with the broker's
-// authorization error naming the resource kind that was refused, and
-// nothing of the run is visible. The changelog's Read and DescribeConfigs
-// are only used once the changelog exists and holds state, so those cases
-// run a first time with every ACL, then restart without the one.
+// authorization error and a message naming the ACL operation and the
+// resource the principal needs it on, and nothing of the run is visible.
+// The changelog's Read and DescribeConfigs are only used once the changelog
+// exists and holds state, so those cases run a first time with every ACL,
+// then restart without the one; so does the group case that joins the group
+// (a first start without the group ACL fails earlier, reading the group's
+// committed offsets to check for a missing changelog).
 func TestSecureMissingACL(t *testing.T) {
 	c := kafkatest.NewSecure(t)
 	for _, tc := range []struct {
 		without string
 		restart bool // needs a changelog with state: run once with every ACL first
 		want    *kerr.Error
+		acl     func(in, out, app string) string // the ACL the error must name
 	}{
-		{"Write on the output topics", false, kerr.TopicAuthorizationFailed},
-		{"Write on the transactional ids with prefix {app}-", false, kerr.TransactionalIDAuthorizationFailed},
-		{"Read on the group", false, kerr.GroupAuthorizationFailed},
-		{"Read on the input topics", false, kerr.TopicAuthorizationFailed},
-		{"Write on the changelog", false, kerr.TopicAuthorizationFailed},
-		{"Create on the changelog", false, kerr.TopicAuthorizationFailed},
-		{"Read on the changelog", true, kerr.TopicAuthorizationFailed},
-		{"DescribeConfigs on the changelog", true, kerr.TopicAuthorizationFailed},
+		{"Write on the output topics", false, kerr.TopicAuthorizationFailed,
+			func(_, out, _ string) string { return fmt.Sprintf("needs ACL Write on topic %q", out) }},
+		{"Write on the transactional ids with prefix {app}-", false, kerr.TransactionalIDAuthorizationFailed,
+			func(_, _, app string) string { return `needs ACL Write on transactional-id "` + app + "-" }},
+		{"Read on the group", false, kerr.GroupAuthorizationFailed,
+			func(_, _, app string) string { return fmt.Sprintf("needs ACL Read on group %q", app) }},
+		{"Read on the group", true, kerr.GroupAuthorizationFailed,
+			func(_, _, app string) string { return fmt.Sprintf("needs ACL Read on group %q", app) }},
+		{"Read on the input topics", false, kerr.TopicAuthorizationFailed,
+			func(in, _, _ string) string { return fmt.Sprintf("needs ACL Read on topic %q", in) }},
+		{"Write on the changelog", false, kerr.TopicAuthorizationFailed,
+			func(_, _, app string) string { return fmt.Sprintf("needs ACL Write on topic %q", changelog.Topic(app)) }},
+		{"Create on the changelog", false, kerr.TopicAuthorizationFailed,
+			func(_, _, app string) string {
+				return fmt.Sprintf("needs ACL Create on topic %q", changelog.Topic(app))
+			}},
+		{"Read on the changelog", true, kerr.TopicAuthorizationFailed,
+			func(_, _, app string) string { return fmt.Sprintf("needs ACL Read on topic %q", changelog.Topic(app)) }},
+		{"DescribeConfigs on the changelog", true, kerr.TopicAuthorizationFailed,
+			func(_, _, app string) string {
+				return fmt.Sprintf("needs ACL DescribeConfigs on topic %q", changelog.Topic(app))
+			}},
 	} {
-		t.Run(strings.ReplaceAll(tc.without, " ", "_"), func(t *testing.T) {
+		name := strings.ReplaceAll(tc.without, " ", "_")
+		if tc.restart {
+			name += "_on_restart"
+		}
+		t.Run(name, func(t *testing.T) {
 			in, out, app := secureTopics(t, c, 2)
 			c.Produce(t, inputs(in, 20, 4, 2)...)
 			before, offsets := 0, map[int32]int64{}
@@ -237,7 +264,7 @@ func TestSecureMissingACL(t *testing.T) {
 				runner.StateDir(t.TempDir()), runner.WithKafkaOpts(opts...))
 			err := rn.wait(t, 90*time.Second)
 			t.Logf("without %s: Run: %v", tc.without, err)
-			requireRefused(t, c, err, tc.want, app, in, out, before, offsets)
+			requireRefused(t, c, err, tc.want, tc.acl(in, out, app), app, in, out, before, offsets)
 		})
 	}
 }

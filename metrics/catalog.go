@@ -38,6 +38,7 @@ const (
 	TxnAborted          = "flechtwerk_transactions_aborted_total"
 	CommitDuration      = "flechtwerk_commit_duration_seconds"
 	Fenced              = "flechtwerk_fenced_total"
+	TaskRestarts        = "flechtwerk_task_restarts_total"
 	Rebalances          = "flechtwerk_rebalances_total"
 	RebalanceDuration   = "flechtwerk_rebalance_duration_seconds"
 	Tasks               = "flechtwerk_tasks"
@@ -74,6 +75,7 @@ var catalog = []Metric{
 	{TxnAborted, Counter, "transactions", []string{"partition", "reason"}, "What a task processed since its last commit that ended without one, once per failure: reason transform (a transform error), commit (beginning or committing the transaction, or the offsets-only commit, failed), timeout (BatchTimeout), fenced (another instance took the task)."},
 	{CommitDuration, Histogram, "seconds", nil, "Time of one transaction commit: changelog records, result checks, offsets and EndTxn (failed commits included)."},
 	{Fenced, Counter, "fences", []string{"partition"}, "Times a producer of this instance was fenced by a newer owner of its transactional ID."},
+	{TaskRestarts, Counter, "restarts", []string{"partition"}, "Times a task was closed dirty after a transient broker error of its transaction (or of its start or restore) and re-initialized in place (fenced, restored, re-positioned at the committed offsets) without ending Run. Transformer."},
 	{Rebalances, Counter, "rebalances", nil, "Group rebalances this instance took part in (a revocation or an assignment that started one)."},
 	{RebalanceDuration, Histogram, "seconds", nil, "Time from the start of a rebalance until every assigned task was restored and fetching."},
 	{Tasks, Gauge, "tasks", []string{"state"}, "Tasks (or extractor tokens) of this instance by state: running, restoring, standby (always 0: there are no standby replicas)."},

@@ -28,6 +28,7 @@
 //	flechtwerk_transactions_aborted_total{partition,reason} counter processed, not committed
 //	flechtwerk_commit_duration_seconds                   histogram  commit latency
 //	flechtwerk_fenced_total{partition}                   counter    producers fenced by a newer owner
+//	flechtwerk_task_restarts_total{partition}            counter    tasks re-initialized after a transient error
 //	flechtwerk_rebalances_total                          counter    rebalances
 //	flechtwerk_rebalance_duration_seconds                histogram  rebalance until every task runs
 //	flechtwerk_tasks{state}                              gauge      tasks running, restoring, standby

@@ -7,6 +7,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/flechtwerk/flechtwerk/internal/authz"
 )
 
 // commitDirect commits the offsets of batches that wrote nothing through
@@ -17,13 +19,14 @@ func (rn *run) commitDirect(ctx context.Context, offsets map[string]map[int32]kg
 	var cerr error
 	rn.consumer.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
-			cerr = fmt.Errorf("committing offsets of an interval that wrote nothing: %w", err)
+			cerr = fmt.Errorf("committing offsets of an interval that wrote nothing: %w", groupACL(err, rn.r.cfg.Group()))
 			return
 		}
 		for _, t := range resp.Topics {
 			for _, p := range t.Partitions {
 				if err := kerr.ErrorForCode(p.ErrorCode); err != nil && cerr == nil {
-					cerr = fmt.Errorf("committing offset of topic %s partition %d: %w", t.Topic, p.Partition, err)
+					cerr = fmt.Errorf("committing offset of topic %s partition %d: %w", t.Topic, p.Partition,
+						authz.Wrap(err, "Read", map[authz.Resource]string{authz.Topic: t.Topic, authz.Group: rn.r.cfg.Group()}))
 				}
 			}
 		}

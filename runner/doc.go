@@ -86,21 +86,43 @@
 // fails with store.ErrLocked. A store is kept after its task moves away and
 // deleted once unused for StoreRetention (default 24h).
 //
+// # Transient broker faults
+//
+// A task whose transaction fails with a transient broker error (see
+// TaskTimeout: a coordinator that moved or is restarting, a request that
+// timed out, a network error, a rebalancing group on the offsets, an end of
+// unknown outcome) does not end Run. The task is closed dirty (its
+// transaction aborted; the store never held uncommitted state) and
+// re-initialized in place by the main loop: a new producer fences its
+// transactional ID, its store is restored warm from its checkpoint, and its
+// partitions are re-positioned at the group's committed offsets, read with
+// require-stable after the fence; records fetched for it meanwhile are
+// dropped. The same holds for a newly assigned task whose fence or restore
+// meets a transient error. A lost group session with a transient cause
+// closes every task dirty (OnPartitionsLost commits nothing) and the
+// member rejoins. Each recovery is logged at warn with its cause and
+// counted (Stats.TaskRestarts). A task failing for longer than TaskTimeout
+// without a commit, or a member that cannot rejoin for that long, ends Run
+// with a *TaskTimeoutError.
+//
 // # Errors
 //
-// Run ends at the first error: a transform error (*transformer.ProcessError naming
-// topic, partition and offset), a panic in the transform, the state-key
-// function or a codec (recovered into a *transformer.ProcessError whose Err is a
-// *flechtwerk.PanicError with the stack), a batch that outlived BatchTimeout
-// (*BatchTimeoutError), a fence (fencing.ErrFenced: another instance owns
-// the task now), a store still held by another process (store.ErrLocked),
-// the loss of the group session, or a broker error (a
+// Run ends at the first error it does not ride out: a transform error
+// (*transformer.ProcessError naming topic, partition and offset), a panic in
+// the transform, the state-key function or a codec (recovered into a
+// *transformer.ProcessError whose Err is a *flechtwerk.PanicError with the
+// stack), a batch that outlived BatchTimeout (*BatchTimeoutError), a fence
+// (fencing.ErrFenced: another instance owns the task now), a store still
+// held by another process (store.ErrLocked), a missing ACL
+// (flechtwerk.ErrNotAuthorized: the message names the operation and the
+// resource the principal needs it on), a lost group session that is not
+// transient, a *TaskTimeoutError, or a broker error that is not transient (a
 // produce error names the record's topic and partition). The failed task's
 // transaction is aborted, nothing of it (every batch since the task's last
-// commit) is visible, and its offsets did not move; before Run returns, every task's producer aborts its open
-// transaction, if any, and is closed. Restarting the process replays from
-// the last committed offset. There is no retry inside Run: let it crash,
-// and let the orchestrator restart it.
+// commit) is visible, and its offsets did not move; before Run returns,
+// every task's producer aborts its open transaction, if any, and is closed.
+// Restarting the process replays from the last committed offset. User code
+// is never retried: let it crash, and let the orchestrator restart it.
 //
 // The one exception is an invalid record (*transformer.InvalidRecordError:
 // a value the input codec cannot decode, or a record the transform

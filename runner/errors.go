@@ -75,7 +75,7 @@ func (e *BatchTimeoutError) Is(target error) bool { return target == flechtwerk.
 func firstFetchError(fetches kgo.Fetches) error {
 	var ferr error
 	fetches.EachError(func(t string, p int32, err error) {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if ignoredPollError(err) {
 			return
 		}
 		if ferr == nil {
@@ -83,6 +83,12 @@ func firstFetchError(fetches kgo.Fetches) error {
 		}
 	})
 	return ferr
+}
+
+// ignoredPollError reports an error of a poll that is none: its context
+// was canceled or expired.
+func ignoredPollError(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 func fetchError(topic string, partition int32, err error) error {

@@ -26,6 +26,9 @@ func (rn *run) loop(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		if err := rn.restartFailed(ctx); err != nil {
+			return err
+		}
 		rn.startRestores(ctx)
 
 		pollCtx, cancel := context.WithCancel(ctx)
@@ -47,11 +50,12 @@ func (rn *run) loop(ctx context.Context) error {
 			rn.consumer.AllowRebalance()
 			return nil
 		}
-		if ferr := firstFetchError(fetches); ferr != nil {
+		if ferr := rn.fetchErr(fetches); ferr != nil {
 			rn.consumer.AllowRebalance()
 			return ferr
 		}
 		err := rn.distribute(fetches)
+		rn.applySeeks()
 		rn.consumer.AllowRebalance()
 		if err != nil {
 			return err
@@ -65,7 +69,8 @@ func (rn *run) distribute(fetches kgo.Fetches) error {
 	defer rn.mu.Unlock()
 	var err error
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
-		if err != nil || len(p.Records) == 0 {
+		if err != nil || len(p.Records) == 0 || rn.restarting[p.Partition] {
+			// A restarting task re-reads from its committed offsets.
 			return
 		}
 		w := rn.workers[p.Partition]
@@ -96,6 +101,7 @@ type worker struct {
 	queue  []*kgo.Record
 	qbytes int64
 	paused bool
+	failed bool          // its task failed: it takes no more records
 	signal chan struct{} // a record was queued
 	stop   chan struct{} // closed: commit what was processed and exit
 	done   chan struct{} // closed when the worker exited
@@ -131,6 +137,10 @@ const queueBytes = 16 << 20
 // push queues recs (of the main loop; never blocks on the worker).
 func (w *worker) push(recs []*kgo.Record) {
 	w.mu.Lock()
+	if w.failed {
+		w.mu.Unlock()
+		return
+	}
 	w.queue = append(w.queue, recs...)
 	for _, r := range recs {
 		w.qbytes += int64(len(r.Key) + len(r.Value))
@@ -176,7 +186,32 @@ func (w *worker) requestStop() { w.stopOnce.Do(func() { close(w.stop) }) }
 
 func (w *worker) run() {
 	defer close(w.done)
-	if err := w.work(); err != nil {
+	err := w.work()
+	if err == nil {
+		return
+	}
+	n := w.t.Partition()
+	switch {
+	case w.rn.fatalErr() != nil:
+		return // Run ends anyway
+	case w.stopping() && w.rn.benign(err):
+		// A rebalance tears the task down: its transaction is aborted
+		// and the next owner reprocesses its records.
+		w.rn.r.cfg.Logger.Warn("task's last commit before a rebalance failed; its transaction is aborted, its records are reprocessed by the next owner",
+			"partition", n, "err", err)
+	case !w.stopping() && recoverable(err):
+		// Closed dirty and re-initialized by the main loop: no more
+		// records, the partitions paused until the re-seek.
+		w.mu.Lock()
+		w.failed = true
+		w.queue, w.qbytes = nil, 0
+		if !w.paused {
+			w.paused = true
+			w.rn.consumer.PauseFetchPartitions(w.rn.topicPartitions(n))
+		}
+		w.mu.Unlock()
+		w.rn.requestRestart(n, err)
+	default:
 		w.rn.setFatal(err)
 	}
 }
@@ -197,6 +232,9 @@ func (w *worker) work() error {
 			return nil // Run ends; the task is closed, its transaction aborted
 		}
 		if w.stopping() {
+			if w.rn.lost.Load() {
+				return nil // lost: closed dirty, nothing committed
+			}
 			return w.commit()
 		}
 		p := w.t.Pending()
@@ -314,7 +352,7 @@ func (w *worker) process(recs []*kgo.Record) error {
 	transformed := time.Now()
 	if err := w.t.Add(ctx, r.b); err != nil {
 		c.Metrics.Aborted(w.t.Partition(), "commit", err)
-		return fmt.Errorf("runner: %w", err)
+		return &txnError{fmt.Errorf("runner: %w", err)}
 	}
 	c.Metrics.Chunk(r.b.Records, began, transformed)
 	return nil
@@ -344,9 +382,10 @@ func (w *worker) commit() error {
 			w.rn.r.cfg.Metrics.CommitFailed(w.t.Partition(), time.Since(began), err)
 		}
 		if err != nil {
-			return fmt.Errorf("runner: %w", err)
+			return &txnError{fmt.Errorf("runner: %w", err)}
 		}
 		w.first = nil
+		w.rn.committed(w.t.Partition())
 		return nil
 	}
 	// A task that wrote nothing opens no transaction (the client would
@@ -379,12 +418,13 @@ func (w *worker) commit() error {
 			return nil
 		}
 		w.rn.r.cfg.Metrics.Aborted(w.t.Partition(), "commit", err)
-		return fmt.Errorf("runner: task %d: %w", w.t.Partition(), err)
+		return &txnError{fmt.Errorf("runner: task %d: %w", w.t.Partition(), err)}
 	}
 	w.retryAt = time.Time{}
 	st := w.t.OffsetsCommitted()
 	w.committed(&st, 0)
 	w.first = nil
+	w.rn.committed(w.t.Partition())
 	return nil
 }
 

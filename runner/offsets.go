@@ -41,7 +41,7 @@ func fetchCommitted(ctx context.Context, adm *kadm.Client, log *slog.Logger, g s
 			if coordinatorNotReady(err) {
 				err = fmt.Errorf("coordinator not ready after %v: %w", offsetFetchPatience, err)
 			}
-			return resps, err
+			return resps, groupACL(err, g)
 		}
 		log.Debug("offset fetch: coordinator not ready, retrying", "group", g, "err", err, "backoff", backoff)
 		select {
@@ -53,8 +53,11 @@ func fetchCommitted(ctx context.Context, adm *kadm.Client, log *slog.Logger, g s
 	}
 }
 
-// coordinatorNotReady reports a transient group coordinator error.
+// coordinatorNotReady reports a transient group coordinator error, or
+// UNSTABLE_OFFSET_COMMIT: a require-stable fetch met a transaction with
+// offsets of the group that is still being completed (right after a fence
+// aborted it).
 func coordinatorNotReady(err error) bool {
 	return errors.Is(err, kerr.CoordinatorNotAvailable) || errors.Is(err, kerr.CoordinatorLoadInProgress) ||
-		errors.Is(err, kerr.NotCoordinator)
+		errors.Is(err, kerr.NotCoordinator) || errors.Is(err, kerr.UnstableOffsetCommit)
 }

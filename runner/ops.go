@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -134,6 +135,8 @@ type ops struct {
 	// eager makes the group use kgo's eager range balancer, which every
 	// rebalance revokes every task with: a baseline for benchmarks.
 	eager bool
+	// restarts counts the tasks re-initialized after a transient error.
+	restarts atomic.Int64
 
 	// qmu guards stores: queries hold it shared; the runner takes it
 	// exclusively before any store of a running task closes.

@@ -94,6 +94,24 @@ func BatchTimeout(d time.Duration) Opt {
 	return only(config.Transformer, "BatchTimeout", func(c *config.Options) { c.BatchTimeout = d })
 }
 
+// TaskTimeout bounds how long a task may stall on transient broker errors
+// (Kafka Streams' task.timeout.ms). A task whose transaction fails with a
+// transient error (a broker or coordinator that is restarting or moved, a
+// request that timed out, a network error, a group that is rebalancing) is
+// closed dirty, its transaction aborted, and re-initialized in place: it
+// fences its transactional ID again, restores its store from its checkpoint
+// and the changelog, and re-reads its input from the group's committed
+// offsets; Run goes on. When a task has failed this way without one
+// successful commit for longer than TaskTimeout, or the group member could
+// not rejoin its group for that long, Run ends with a *TaskTimeoutError
+// naming the task and the last cause. The startup steps after the cluster
+// first answered (the changelog check and creation) are retried as long.
+// Each recovery is logged at warn.
+// Default 5 minutes. Transformer only.
+func TaskTimeout(d time.Duration) Opt {
+	return only(config.Transformer, "TaskTimeout", func(c *config.Options) { c.TaskTimeout = d })
+}
+
 // CommitInterval sets how long a task's transaction stays open: every
 // record the task processes within the interval, across polls, joins it,
 // and the transaction commits at the end of the interval its first record

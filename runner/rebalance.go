@@ -63,6 +63,16 @@ func (rn *run) runRestore(ctx context.Context, n int32, t *task.Task, r *restore
 	}
 
 	rn.mu.Lock()
+	restarting := rn.restarting[n] && rn.pending[n] == t
+	rn.mu.Unlock()
+	var seek map[string]kgo.EpochOffset
+	if err == nil && restarting {
+		// Re-initialized after a transient error: it re-reads its input
+		// from the group's committed offsets (recover.go).
+		seek, err = rn.committedOffsets(ctx, n)
+	}
+
+	rn.mu.Lock()
 	defer rn.mu.Unlock()
 	if rn.restores[n] == r {
 		delete(rn.restores, n)
@@ -71,16 +81,27 @@ func (rn *run) runRestore(ctx context.Context, n int32, t *task.Task, r *restore
 		return // revoked: the revocation closes t once this returned
 	}
 	if err != nil {
-		if ctx.Err() == nil {
-			rn.setFatal(fmt.Errorf("runner: %w", err))
+		if ctx.Err() != nil {
+			return // Run is ending
 		}
-		return // Run is ending
+		if rn.restoreFailed(n, t, err) {
+			return // closed, and queued for a restart
+		}
+		rn.setFatal(fmt.Errorf("runner: %w", err))
+		return
 	}
 	delete(rn.pending, n)
 	rn.tasks[n] = t
 	rn.workers[n] = rn.startWorker(t)
 	rn.r.ops.tasks(rn.tasks, rn.pending)
-	rn.consumer.ResumeFetchPartitions(rn.topicPartitions(n))
+	if restarting {
+		// Its partitions resume once re-positioned, by the main loop
+		// while the poll blocks rebalances (applySeeks).
+		rn.seeks[n] = seek
+		rn.poke()
+	} else {
+		rn.consumer.ResumeFetchPartitions(rn.topicPartitions(n))
+	}
 	rn.r.cfg.Logger.Info("task running", "partition", n)
 }
 
@@ -137,17 +158,7 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 	out := make(chan started, len(ns))
 	for _, n := range ns {
 		go func() {
-			t, err := task.Start(ctx, task.Config{
-				ApplicationID:      c.ApplicationID,
-				Partition:          n,
-				InputTopics:        c.InputTopics,
-				TopicIDs:           rn.topicIDs,
-				Changelog:          rn.changelog,
-				StateDir:           c.StateDir,
-				TransactionTimeout: c.TransactionTimeout,
-				KafkaOpts:          rn.base,
-				Logger:             c.Logger,
-			}, rn.r.proc)
+			t, err := task.Start(ctx, rn.taskConfig(n), rn.r.proc)
 			out <- started{n, t, err}
 		}()
 	}
@@ -156,6 +167,9 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 	for range ns {
 		s := <-out
 		if s.err != nil {
+			if ctx.Err() == nil && rn.startFailed(s.n, s.err) {
+				continue // queued for a restart
+			}
 			errs = append(errs, s.err)
 			continue
 		}
@@ -174,6 +188,7 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 	if len(ns) > 0 {
 		c.Logger.Info("partitions assigned", "partitions", ns)
 	}
+	rn.groupJoined()
 	rn.poke()
 }
 
@@ -230,6 +245,14 @@ func (rn *run) release(ns map[int32]bool) {
 		if ns == nil || ns[n] {
 			r.cancel()
 			waits = append(waits, r.done)
+			delete(rn.restores, n) // a restore or a restart sees it was revoked
+		}
+	}
+	if ns == nil {
+		rn.forgetAll()
+	} else {
+		for n := range ns {
+			rn.forget(n)
 		}
 	}
 	rn.mu.Unlock()

@@ -10,17 +10,21 @@ type Stats struct {
 	InvalidSkipped      int64
 	InvalidSubstituted  int64
 	InvalidDeadLettered int64
+	// TaskRestarts counts the tasks closed dirty after a transient broker
+	// error of their transaction and re-initialized in place (fenced,
+	// restored, re-positioned at the committed offsets) without ending
+	// Run; each is logged at warn with its cause. See TaskTimeout.
+	TaskRestarts int64
 }
 
 // Stats returns the runner's counts. It is safe for concurrent use, also
 // while Run runs.
 func (r *Runner) Stats() Stats {
-	if r.policy == nil {
-		return Stats{}
+	s := Stats{TaskRestarts: r.ops.restarts.Load()}
+	if r.policy != nil {
+		s.InvalidSkipped = r.policy.Skipped.Load()
+		s.InvalidSubstituted = r.policy.Substituted.Load()
+		s.InvalidDeadLettered = r.policy.DeadLettered.Load()
 	}
-	return Stats{
-		InvalidSkipped:      r.policy.Skipped.Load(),
-		InvalidSubstituted:  r.policy.Substituted.Load(),
-		InvalidDeadLettered: r.policy.DeadLettered.Load(),
-	}
+	return s
 }

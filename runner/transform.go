@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -31,7 +32,7 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
 
-	infos, partitions, err := topics.Describe(ctx, adm, "input", c.InputTopics)
+	infos, partitions, err := describeInputs(ctx, c, adm)
 	if err != nil {
 		return err
 	}
@@ -47,10 +48,14 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 	var changelogTopic string
 	if r.proc.Stateful() {
 		changelogTopic = c.Changelog()
-		if err := requireChangelogOrNewGroup(ctx, adm, c.Logger, changelogTopic, c.Group(), c.InputTopics); err != nil {
-			return err
-		}
-		if err := changelog.Ensure(ctx, adm, changelogTopic, partitions, c.Replication); err != nil {
+		// The cluster answered already (the inputs were described): a
+		// transient error from here on is ridden out (startupRetry).
+		if err := startupRetry(ctx, c, "checking the changelog", func() error {
+			if err := requireChangelogOrNewGroup(ctx, adm, c.Logger, changelogTopic, c.Group(), c.InputTopics); err != nil {
+				return err
+			}
+			return changelog.Ensure(ctx, adm, changelogTopic, partitions, c.Replication)
+		}); err != nil {
 			return err
 		}
 	}
@@ -70,6 +75,9 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 		sem:         make(chan struct{}, c.Concurrency),
 		wake:        make(chan struct{}, 1),
 		epoch:       time.Now(),
+		restarting:  map[int32]bool{},
+		seeks:       map[int32]map[string]kgo.EpochOffset{},
+		failing:     map[int32]*failing{},
 	}
 	var bal kgo.GroupBalancer = group.NewBalancer(group.BalancerConfig{})
 	if r.ops.eager {
@@ -85,6 +93,7 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 		SessionTimeout: c.SessionTimeout,
 		OnAssigned:     rn.onAssigned,
 		OnRevoked:      rn.onRevoked,
+		OnLost:         rn.onLost,
 		// Cooperative: a rebalance stops only the tasks that move.
 		// No standbys yet (standbys 0, no local offsets).
 		Balancer: bal,
@@ -113,6 +122,7 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 	// Leave the group (this runs onRevoked with every task, which commits
 	// what the tasks processed, unless Run fails, and tears them down),
 	// then make sure nothing is left open.
+	rn.closing.Store(true)
 	consumer.Close()
 	rn.release(nil)
 	rn.restoreWG.Wait()
@@ -145,6 +155,21 @@ type run struct {
 	// restore goroutines.
 	restoreSlot chan struct{}
 	restoreWG   sync.WaitGroup
+	// restarting are the tasks being re-initialized after a transient
+	// error (recover.go): their records are dropped until seeks, the
+	// committed offsets to re-position their partitions at, are applied.
+	restarting map[int32]bool
+	seeks      map[int32]map[string]kgo.EpochOffset
+
+	// fmu guards failing (tasks that failed with a transient error and
+	// have not committed since) and groupLostAt (when the member last
+	// lost its group session without holding an assignment since).
+	fmu         sync.Mutex
+	failing     map[int32]*failing
+	groupLostAt time.Time
+	// lost is set while OnPartitionsLost tears the tasks down (dirty);
+	// closing once Run leaves the group.
+	lost, closing atomic.Bool
 
 	// commitMu serializes the group member's offset commits.
 	commitMu sync.Mutex

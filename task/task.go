@@ -132,8 +132,9 @@ func (t *Task) Restore(ctx context.Context, adm *kadm.Client) error {
 
 // Close aborts the producer's open transaction, if any (bounded by a
 // timeout; if the abort cannot reach the broker, the next owner's fence or
-// the transaction timeout aborts it), closes the producer and closes the
-// store. It waits for a Commit in progress (bounded by the commit's
+// the transaction timeout aborts it: the failed abort is logged at warn and
+// not returned, for nothing of the transaction can become visible after
+// it), closes the producer and closes the store. It waits for a Commit in progress (bounded by the commit's
 // deadline and its abort), but not for a Process: a batch still running
 // user code finds the task closed when it gets to the store or to Commit,
 // and produces nothing. A second Close is a no-op.
@@ -150,7 +151,12 @@ func (t *Task) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), txn.AbortTimeout)
 		// A no-op when no transaction is open.
 		if err := t.producer.Abort(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("task %d: open transaction: %w", t.cfg.Partition, err))
+			// The transaction never commits: it ends aborted by the
+			// next fence of the transactional ID (this task's own
+			// re-initialization, or the next owner) or by the broker's
+			// transaction timeout.
+			t.cfg.Logger.Warn("task closed without confirming the abort of its open transaction; the next fence or the transaction timeout aborts it",
+				"partition", t.cfg.Partition, "transactional_id", t.producer.ID(), "err", err)
 		}
 		cancel()
 		t.producer.Close()

@@ -106,8 +106,9 @@ func summary(h *harness, res result) string {
 	if res.timedOut {
 		b.WriteString(" timeout=true")
 	}
-	fmt.Fprintf(&b, " offsets_exact=%t stops=%d exits=%d processor=%s seed=%d elapsed=%v",
-		res.offsetsExact, h.stops, len(h.fleet.unexpectedExits()), h.cfg.processor, h.cfg.seed, time.Since(h.begun).Round(100*time.Millisecond))
+	restarts, rejoins := h.fleet.recoveries()
+	fmt.Fprintf(&b, " offsets_exact=%t stops=%d exits=%d task_restarts=%d rejoins=%d processor=%s seed=%d elapsed=%v",
+		res.offsetsExact, h.stops, len(h.fleet.unexpectedExits()), restarts, rejoins, h.cfg.processor, h.cfg.seed, time.Since(h.begun).Round(100*time.Millisecond))
 	return b.String()
 }
 

@@ -21,10 +21,14 @@
 // the counts, committed offsets at the input's end and never moving
 // backwards. One summary line reports the run:
 //
-//	chaos: broker=kafka records=100000 processes=3 kills=7 zombies=1 duplicates=0 gaps=0 seq_exact=true state_exact=true offsets_exact=true stops=1 exits=1 ...
+//	chaos: broker=kafka records=100000 processes=3 kills=7 zombies=1 duplicates=0 gaps=0 seq_exact=true state_exact=true offsets_exact=true stops=1 exits=1 task_restarts=0 rejoins=0 ...
 //
 // exits counts processes that ended by themselves (a woken zombie exits
-// fenced; the harness restarts such processes like an orchestrator).
+// fenced, unless it notices its lost group session first and rejoins; the
+// harness restarts such processes like an orchestrator).
+// task_restarts and rejoins count, from the processes' logs, the tasks
+// re-initialized after a transient broker error and the lost group sessions
+// ridden out, both without the process exiting.
 //
 // Against kfake every fault waits for a stable group first: kfake's classic
 // group coordinator drops members blocked in JoinGroup when their session

@@ -251,6 +251,22 @@ func (f *fleet) close() {
 	f.wg.Wait()
 }
 
+// recoveries counts, over the logs of every process so far, the tasks a
+// runner re-initialized after a transient broker error and the group
+// sessions it lost with a transient cause and rode out (without exiting).
+func (f *fleet) recoveries() (restarts, rejoins int) {
+	logs, _ := filepath.Glob(filepath.Join(f.dir, "slot*-gen*.log"))
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		restarts += bytes.Count(b, []byte(`msg="task failed with a transient error`))
+		rejoins += bytes.Count(b, []byte(`msg="lost the consumer group session with a transient error`))
+	}
+	return restarts, rejoins
+}
+
 func (f *fleet) unexpectedExits() []exitInfo {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/flechtwerk/flechtwerk"
 )
 
 // Resource is the kind of resource an ACL protects, as kafka-acls.sh
@@ -39,7 +41,8 @@ func Refused(err error) (Resource, bool) {
 }
 
 // Error is an authorization error with the ACL that would have allowed the
-// request. It unwraps to the broker's error (a *kerr.Error).
+// request. It unwraps to the broker's error (a *kerr.Error), and
+// errors.Is(err, flechtwerk.ErrNotAuthorized) holds.
 type Error struct {
 	Operation string   // the ACL operation: Read, Write, Create, DescribeConfigs...
 	Resource  Resource // the kind of resource
@@ -53,11 +56,14 @@ func (e *Error) Error() string {
 	if e.Prefixed {
 		pattern = " (or prefixed)"
 	}
-	return fmt.Sprintf("not authorized: the principal needs ACL %s on %s %q%s: %v",
-		e.Operation, e.Resource, e.Name, pattern, e.Err)
+	return fmt.Sprintf("%s: not authorized: the principal needs ACL %s on %s %q%s: %v",
+		flechtwerk.CodeNotAuthorized, e.Operation, e.Resource, e.Name, pattern, e.Err)
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// Is reports whether target is flechtwerk.ErrNotAuthorized.
+func (e *Error) Is(target error) bool { return target == flechtwerk.ErrNotAuthorized }
 
 // Wrap returns err unchanged unless the broker refused the request for lack
 // of authorization; then it returns an *Error naming operation on the

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/flechtwerk/flechtwerk"
 )
 
 func TestWrap(t *testing.T) {
@@ -32,6 +34,8 @@ func TestWrap(t *testing.T) {
 		var ke *kerr.Error
 		require.True(t, errors.As(got, &ke), "the broker's error stays in the chain")
 		require.Same(t, Wrap(got, tc.op, names), got, "wrapping twice is a no-op")
+		require.ErrorIs(t, got, flechtwerk.ErrNotAuthorized)
+		require.ErrorContains(t, got, string(flechtwerk.CodeNotAuthorized))
 	}
 	other := errors.New("boom")
 	require.Same(t, other, Wrap(other, "Write", names))

@@ -67,6 +67,9 @@ type Options struct {
 	InputTopics    []string
 	MaxPollRecords int
 	BatchTimeout   time.Duration
+	// TaskTimeout bounds how long a task may keep failing with transient
+	// broker errors (and being re-initialized) before Run ends.
+	TaskTimeout time.Duration
 	// CommitInterval, CommitMaxRecords and CommitMaxBytes bound a task's
 	// open transaction: its age, its input records, the bytes of its
 	// outputs and state writes.
@@ -109,6 +112,7 @@ func Defaults(kind Kind) Options {
 		StoreRetention:     24 * time.Hour,
 		MaxPollRecords:     500,
 		BatchTimeout:       30 * time.Second,
+		TaskTimeout:        5 * time.Minute,
 		CommitInterval:     100 * time.Millisecond,
 		CommitMaxRecords:   100_000,
 		CommitMaxBytes:     64 << 20,
@@ -179,6 +183,9 @@ func (o *Options) Validate(kind Kind, stateful bool) error {
 		if o.TransactionTimeout <= o.BatchTimeout {
 			bad(flechtwerk.CodeTransactionTimeout, "TransactionTimeout",
 				"transaction timeout %v must exceed the batch timeout %v, or a slow batch's transaction is aborted under it", o.TransactionTimeout, o.BatchTimeout)
+		}
+		if o.TaskTimeout <= 0 {
+			bad(flechtwerk.CodeInvalidOption, "TaskTimeout", "must be positive, is %v", o.TaskTimeout)
 		}
 		if o.CommitInterval <= 0 {
 			bad(flechtwerk.CodeInvalidOption, "CommitInterval", "must be positive, is %v", o.CommitInterval)

@@ -22,8 +22,8 @@ type Member struct {
 	// is a third of it, at most 3s.
 	SessionTimeout time.Duration
 	// OnAssigned is called for assigned partitions, OnRevoked for revoked
-	// and lost ones.
-	OnAssigned, OnRevoked Callback
+	// ones, OnLost for lost ones (nil: OnRevoked).
+	OnAssigned, OnRevoked, OnLost Callback
 	// Delivery are further options of the runner (isolation level, reset
 	// offset, rebalance blocking); they win over the user's too.
 	Delivery []kgo.Opt
@@ -43,6 +43,10 @@ func Opts(base, user []kgo.Opt, m Member) []kgo.Opt {
 		bal = kgo.RangeBalancer()
 	}
 	opts := slices.Concat(base, user)
+	lost := m.OnLost
+	if lost == nil {
+		lost = m.OnRevoked
+	}
 	opts = append(opts,
 		kgo.ConsumerGroup(m.Group),
 		kgo.ConsumeTopics(m.Topics...),
@@ -54,7 +58,7 @@ func Opts(base, user []kgo.Opt, m Member) []kgo.Opt {
 		kgo.HeartbeatInterval(min(3*time.Second, m.SessionTimeout/3)),
 		kgo.OnPartitionsAssigned(m.OnAssigned),
 		kgo.OnPartitionsRevoked(m.OnRevoked),
-		kgo.OnPartitionsLost(m.OnRevoked),
+		kgo.OnPartitionsLost(lost),
 	)
 	return append(opts, m.Delivery...)
 }

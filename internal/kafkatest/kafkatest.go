@@ -71,6 +71,23 @@ func New(t testing.TB) *Cluster {
 	return c
 }
 
+// Fake returns a cluster on an embedded broker (kfake) whatever
+// KAFKA_BROKERS says, and the broker itself, for tests that inject faults
+// through its control hooks. Both are closed when the test ends.
+func Fake(t testing.TB) (*Cluster, *kfake.Cluster) {
+	t.Helper()
+	fc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500*time.Millisecond))
+	require.NoError(t, err)
+	t.Cleanup(fc.Close)
+	c := &Cluster{Brokers: fc.ListenAddrs()}
+	cl, err := kgo.NewClient(c.clientOpts()...)
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	c.cl = cl
+	c.Adm = kadm.NewClient(cl)
+	return c, fc
+}
+
 var seq atomic.Int64
 
 // Name returns a topic or application name unique to this test run.

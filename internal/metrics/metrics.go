@@ -30,6 +30,7 @@ type Recorder struct {
 	invalid, deadLetters                *prometheus.CounterVec
 	batchRecords, batchTime, recordTime prometheus.Histogram
 	committed, aborted, fenced          *prometheus.CounterVec
+	restarts                            *prometheus.CounterVec
 	commitTime                          prometheus.Histogram
 	rebalances                          prometheus.Counter
 	rebalanceTime                       prometheus.Histogram
@@ -119,6 +120,7 @@ func New(reg prometheus.Registerer, app string) (*Recorder, error) {
 	r.batchTime = hist(pub.BatchDuration, secs)
 	r.recordTime = hist(pub.RecordDuration, prometheus.ExponentialBuckets(1e-7, 4, 14))
 	r.committed, r.aborted, r.fenced = counter(pub.TxnCommitted), counter(pub.TxnAborted), counter(pub.Fenced)
+	r.restarts = counter(pub.TaskRestarts)
 	r.commitTime = hist(pub.CommitDuration, secs)
 	rb := prometheus.NewCounter(prometheus.CounterOpts{Name: pub.Rebalances, Help: byName[pub.Rebalances].Help})
 	errs = append(errs, reg.Register(rb))
@@ -203,6 +205,15 @@ func (r *Recorder) Aborted(partition int32, reason string, err error) {
 		r.fenced.WithLabelValues(p).Inc()
 	}
 	r.aborted.WithLabelValues(p, reason).Inc()
+}
+
+// TaskRestarted records that partition's task was closed dirty after a
+// transient error and re-initialized without ending Run.
+func (r *Recorder) TaskRestarted(partition int32) {
+	if r == nil {
+		return
+	}
+	r.restarts.WithLabelValues(part(partition)).Inc()
 }
 
 // Chunk records a chunk of records input records a task's worker took:

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/internal/authz"
 )
 
 // Info is what the runtime needs of one topic.
@@ -25,7 +26,11 @@ type Info struct {
 func Describe(ctx context.Context, adm *kadm.Client, role string, names []string) (map[string]Info, int32, error) {
 	details, err := adm.ListTopics(ctx, names...)
 	if err != nil {
-		return nil, 0, fmt.Errorf("topics: describing %s topics %v: %w", role, names, err)
+		name := ""
+		if len(names) == 1 {
+			name = names[0]
+		}
+		return nil, 0, fmt.Errorf("topics: describing %s topics %v: %w", role, names, acl(err, role, name))
 	}
 	var errs []error
 	out := make(map[string]Info, len(names))
@@ -38,7 +43,7 @@ func Describe(ctx context.Context, adm *kadm.Client, role string, names []string
 			continue
 		}
 		if d.Err != nil {
-			return nil, 0, fmt.Errorf("topics: describing %s topic %q: %w", role, name, d.Err)
+			return nil, 0, fmt.Errorf("topics: describing %s topic %q: %w", role, name, acl(d.Err, role, name))
 		}
 		n := int32(len(d.Partitions))
 		out[name] = Info{Name: name, ID: d.ID, Partitions: n}
@@ -63,4 +68,15 @@ func Describe(ctx context.Context, adm *kadm.Client, role string, names []string
 		n = k
 	}
 	return out, n, nil
+}
+
+// acl names the ACL a refused describe of a topic in role needed: the
+// operation the runtime needs on it anyway, which implies Describe (Write
+// for a dead-letter or output topic, Read for the others).
+func acl(err error, role, topic string) error {
+	op := "Read"
+	if role == "dead-letter" || role == "output" {
+		op = "Write"
+	}
+	return authz.Wrap(err, op, map[authz.Resource]string{authz.Topic: topic})
 }

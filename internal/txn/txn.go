@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flechtwerk/flechtwerk/fencing"
+	"github.com/flechtwerk/flechtwerk/internal/authz"
 )
 
 // AbortTimeout bounds an abort; when it cannot finish, the next owner's
@@ -99,7 +100,7 @@ func (p *Producer) Abort(ctx context.Context) error {
 		return fmt.Errorf("abort buffered records: %w", err)
 	}
 	if err := p.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
-		return fmt.Errorf("abort: %w", fencing.Classify(p.id, err))
+		return fmt.Errorf("abort: %w", txnACL(fencing.Classify(p.id, err), p.id))
 	}
 	return nil
 }
@@ -181,7 +182,8 @@ func (p *Producer) sendOffsets(ctx context.Context, o *Offsets, added bool) erro
 			}
 			for _, rp := range rt.Partitions {
 				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-					return fmt.Errorf("TxnOffsetCommit %s/%d: %w", name, rp.Partition, err)
+					return fmt.Errorf("TxnOffsetCommit %s/%d: %w", name, rp.Partition,
+						authz.Wrap(err, "Read", map[authz.Resource]string{authz.Topic: name, authz.Group: o.Group, authz.TransactionalID: p.id}))
 				}
 			}
 		}
@@ -191,7 +193,10 @@ func (p *Producer) sendOffsets(ctx context.Context, o *Offsets, added bool) erro
 
 // retry runs fn until it succeeds, fails with a non-retryable error, or ctx
 // ends. CONCURRENT_TRANSACTIONS (the previous transaction's markers are
-// still being written) is retryable here.
+// still being written) is retryable here, and so is a network error (a
+// coordinator that is restarting refuses the dial until another broker
+// took over): both requests it retries, AddOffsetsToTxn and
+// TxnOffsetCommit, may be sent again within the same transaction.
 func retry(ctx context.Context, fn func() error) error {
 	backoff := 2 * time.Millisecond
 	for {
@@ -199,7 +204,7 @@ func retry(ctx context.Context, fn func() error) error {
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, kerr.ConcurrentTransactions) && !kerr.IsRetriable(err) {
+		if !errors.Is(err, kerr.ConcurrentTransactions) && !kerr.IsRetriable(err) && !(network(err) && ctx.Err() == nil) {
 			return err
 		}
 		select {
@@ -254,7 +259,7 @@ type Txn struct {
 // Begin opens a transaction.
 func (p *Producer) Begin() (*Txn, error) {
 	if err := p.cl.BeginTransaction(); err != nil {
-		return nil, fmt.Errorf("begin transaction: %w", fencing.Classify(p.id, err))
+		return nil, fmt.Errorf("begin transaction: %w", txnACL(fencing.Classify(p.id, err), p.id))
 	}
 	// Records are failed when the context of their Produce ends before
 	// they are sent: the transaction's context ends only with it.
@@ -338,17 +343,18 @@ func (x *Txn) End(ctx context.Context, offsets *Offsets) (Timing, error) {
 		if first.Partition < 0 {
 			where = fmt.Sprintf("topic %s (no partition assigned)", first.Topic)
 		}
-		err := fmt.Errorf("produce to %s failed (%d of %d records of the transaction failed): %w", where, failed, x.sent, ferr)
+		err := fmt.Errorf("produce to %s failed (%d of %d records of the transaction failed): %w", where, failed, x.sent,
+			authz.Wrap(ferr, "Write", map[authz.Resource]string{authz.Topic: first.Topic, authz.TransactionalID: p.id}))
 		return tm, p.abort(ctx, fencing.Classify(p.id, err))
 	}
 	if flushErr != nil {
 		return tm, p.abort(ctx, fmt.Errorf("flushing the transaction's records: %w", flushErr))
 	}
 	if offErr != nil {
-		return tm, p.abort(ctx, fmt.Errorf("offsets to transaction: %w", fencing.Classify(p.id, offErr)))
+		return tm, p.abort(ctx, fmt.Errorf("offsets to transaction: %w", offsetsACL(fencing.Classify(p.id, offErr), p.id, offsets)))
 	}
 	if err := p.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		return tm, p.abort(ctx, fmt.Errorf("commit: %w", fencing.ClassifyCommit(p.id, err)))
+		return tm, p.abort(ctx, fmt.Errorf("commit: %w", txnACL(fencing.ClassifyCommit(p.id, err), p.id)))
 	}
 	tm.Total = time.Since(began)
 	return tm, nil
@@ -359,4 +365,26 @@ func (x *Txn) End(ctx context.Context, offsets *Offsets) (Timing, error) {
 func (x *Txn) Abort(ctx context.Context) error {
 	defer x.cancel()
 	return x.p.Abort(ctx)
+}
+
+// txnACL names the ACL a refused transaction request needed: Write on the
+// transactional id.
+func txnACL(err error, id string) error {
+	return authz.Wrap(err, "Write", map[authz.Resource]string{authz.TransactionalID: id})
+}
+
+// offsetsACL names the ACL a refused AddOffsetsToTxn or TxnOffsetCommit
+// needed: Read on the group, Write on the transactional id, or Read on the
+// input topic whose offset was refused (named in the error).
+func offsetsACL(err error, id string, o *Offsets) error {
+	names := map[authz.Resource]string{authz.TransactionalID: id, authz.Group: o.Group}
+	topics := make([]string, 0, len(o.Next))
+	for t := range o.Next {
+		topics = append(topics, t)
+	}
+	slices.Sort(topics)
+	if len(topics) > 0 {
+		names[authz.Topic] = topics[0]
+	}
+	return authz.Wrap(err, "Read", names)
 }

@@ -1,0 +1,35 @@
+package runner
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/internal/authz"
+)
+
+// groupACL names the group ACL a refused group request needed (Read on the
+// group; see authz.Wrap).
+func groupACL(err error, group string) error {
+	return authz.Wrap(err, "Read", map[authz.Resource]string{authz.Group: group})
+}
+
+// fetchErr returns the error of a poll that ends Run, nil when there is
+// none: a canceled or expired poll context is no error, and a lost group
+// session is ridden out when its cause is transient (groupSession). A
+// refused fetch names the ACL it needed (Read on the topic).
+func (rn *run) fetchErr(fetches kgo.Fetches) error {
+	var ferr error
+	fetches.EachError(func(t string, p int32, err error) {
+		if ferr != nil || ignoredPollError(err) {
+			return
+		}
+		var lost *kgo.ErrGroupSession
+		if errors.As(err, &lost) {
+			ferr = rn.groupSession(err)
+			return
+		}
+		ferr = fetchError(t, p, authz.Wrap(err, "Read", map[authz.Resource]string{authz.Topic: t, authz.Group: rn.r.cfg.Group()}))
+	})
+	return ferr
+}

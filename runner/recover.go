@@ -1,0 +1,520 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/fencing"
+	"github.com/flechtwerk/flechtwerk/internal/config"
+	"github.com/flechtwerk/flechtwerk/internal/topics"
+	"github.com/flechtwerk/flechtwerk/internal/txn"
+	"github.com/flechtwerk/flechtwerk/task"
+)
+
+// Recovery from transient broker faults, as Kafka Streams does it: a task
+// whose transaction fails with a transient error (txn.Transient: a
+// coordinator that moved or is restarting, a request that timed out, a
+// network error, a rebalancing group, an end of unknown outcome) is closed
+// dirty (its transaction aborted if the broker can be reached; the store
+// never received anything uncommitted) and re-initialized in place by the
+// main loop: a new producer fences the task's static transactional ID
+// (which aborts whatever of the failed transaction is still open and
+// settles an end of unknown outcome), the store is restored warm from its
+// checkpoint, and the task's input partitions are re-positioned at the
+// group's committed offsets (read with require-stable after the fence).
+// The member stays in the group and Run goes on. A task that keeps failing
+// without one successful commit for TaskTimeout ends Run with a
+// *TaskTimeoutError; errors that are not transient (a fence by another
+// owner, an authorization error, a transform error, ...) end Run at once.
+
+// TaskTimeoutError ends Run when a task kept failing with transient broker
+// errors, and was re-initialized after each, without one successful commit
+// for longer than TaskTimeout (or when the group member could not rejoin
+// its group, or a startup step kept failing, for that long: Partition is
+// then -1 and Step says which). Nothing the task did not commit is visible;
+// its records are redelivered when it runs again. errors.Is(err,
+// flechtwerk.ErrTaskTimeout) holds, and the last cause stays in the chain.
+type TaskTimeoutError struct {
+	// Partition is the task's partition number; -1 for the group or a
+	// startup step.
+	Partition int32
+	// Step names what kept failing when Partition is -1.
+	Step string
+	// Restarts is how many times the task was re-initialized meanwhile.
+	Restarts int
+	// Timeout is the TaskTimeout that passed.
+	Timeout time.Duration
+	// Err is the last transient error.
+	Err error
+}
+
+func (e *TaskTimeoutError) Error() string {
+	if e.Partition < 0 {
+		return fmt.Sprintf("runner: %s: %s kept failing with transient errors for longer than TaskTimeout %v: %v",
+			flechtwerk.CodeTaskTimeout, e.Step, e.Timeout, e.Err)
+	}
+	return fmt.Sprintf("runner: %s: task %d kept failing with transient errors for longer than TaskTimeout %v (re-initialized %d times without a successful commit); nothing it did not commit is visible: %v",
+		flechtwerk.CodeTaskTimeout, e.Partition, e.Timeout, e.Restarts, e.Err)
+}
+
+// Is reports whether target is flechtwerk.ErrTaskTimeout.
+func (e *TaskTimeoutError) Is(target error) bool { return target == flechtwerk.ErrTaskTimeout }
+
+func (e *TaskTimeoutError) Unwrap() error { return e.Err }
+
+// txnError marks an error of a task's transaction (beginning it, producing,
+// committing), the only errors a task recovers from; a transform's error
+// never is one, whatever it wraps.
+type txnError struct{ err error }
+
+func (e *txnError) Error() string { return e.err.Error() }
+func (e *txnError) Unwrap() error { return e.err }
+
+// recoverable reports whether err of a worker is a transient error of its
+// task's transaction.
+func recoverable(err error) bool {
+	var te *txnError
+	return errors.As(err, &te) && txn.Transient(err)
+}
+
+// failing is a task that failed with a transient error and has not
+// committed since.
+type failing struct {
+	cause  error
+	since  time.Time // the first failure since the task's last commit
+	tries  int       // re-initializations since then
+	queued bool      // waiting for the main loop to re-initialize it
+	next   time.Time // not before
+}
+
+// restartBackoff is the wait before the re-initialization after the
+// tries-th, exponential from 50ms, capped at 5s.
+func restartBackoff(tries int) time.Duration {
+	return min(50*time.Millisecond<<min(tries, 10), 5*time.Second)
+}
+
+// requestRestart queues task n for re-initialization after cause (by its
+// worker, which then exits). The main loop does it (restartTask).
+func (rn *run) requestRestart(n int32, cause error) {
+	rn.fmu.Lock()
+	f := rn.failing[n]
+	if f == nil {
+		f = &failing{since: time.Now()}
+		rn.failing[n] = f
+	}
+	f.cause, f.queued = cause, true
+	wait := restartBackoff(f.tries)
+	f.next = time.Now().Add(wait)
+	rn.fmu.Unlock()
+	time.AfterFunc(wait, rn.poke)
+	rn.poke()
+}
+
+// committed tells that task n committed: it recovered.
+func (rn *run) committed(n int32) {
+	rn.fmu.Lock()
+	if f := rn.failing[n]; f != nil && !f.queued {
+		delete(rn.failing, n)
+		rn.fmu.Unlock()
+		rn.r.cfg.Logger.Info("task recovered: committed after re-initialization", "partition", n, "restarts", f.tries, "after", time.Since(f.since).Round(time.Millisecond))
+		return
+	}
+	rn.fmu.Unlock()
+}
+
+// restartFailed re-initializes every task queued by requestRestart whose
+// backoff passed.
+func (rn *run) restartFailed(ctx context.Context) error {
+	now := time.Now()
+	rn.fmu.Lock()
+	var due []int32
+	for n, f := range rn.failing {
+		if f.queued && !now.Before(f.next) {
+			due = append(due, n)
+		}
+	}
+	rn.fmu.Unlock()
+	slices.Sort(due)
+	for _, n := range due {
+		if err := rn.restartTask(ctx, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restartTask closes task n dirty and starts it again: a new producer
+// fences its transactional ID; the main loop then restores it
+// (startRestores), and its restore queues the re-seek of its partitions
+// (applySeeks). Its partitions stay paused, and records still fetched for
+// them are dropped, until then. The start is tracked like a restore, so a
+// revocation of the task cuts it short (release).
+func (rn *run) restartTask(ctx context.Context, n int32) error {
+	c := &rn.r.cfg
+	rn.mu.Lock()
+	rn.fmu.Lock()
+	f := rn.failing[n]
+	rn.fmu.Unlock()
+	if f == nil || !f.queued || rn.restores[n] != nil {
+		rn.mu.Unlock()
+		return nil
+	}
+	w := rn.workers[n]
+	if w == nil && rn.tasks[n] == nil && !rn.restarting[n] {
+		// Torn down by a rebalance since it failed.
+		rn.forget(n)
+		rn.mu.Unlock()
+		return nil
+	}
+	if since := time.Since(f.since); since > c.TaskTimeout {
+		rn.mu.Unlock()
+		return &TaskTimeoutError{Partition: n, Restarts: f.tries, Timeout: c.TaskTimeout, Err: f.cause}
+	}
+	if w != nil {
+		<-w.done // it exited after queueing the restart
+		delete(rn.workers, n)
+	}
+	rn.restarting[n] = true
+	if t := rn.tasks[n]; t != nil {
+		delete(rn.tasks, n)
+		rn.r.ops.tasks(rn.tasks, rn.pending) // queries leave the store before it closes
+		if err := t.Close(); err != nil {
+			rn.mu.Unlock()
+			return fmt.Errorf("runner: closing task %d after %v: %w", n, f.cause, err)
+		}
+	}
+	c.Logger.Warn("task failed with a transient error; closed dirty (its open transaction aborted, nothing uncommitted visible), re-initializing it",
+		"partition", n, "cause", f.cause, "attempt", f.tries+1, "failing_for", time.Since(f.since).Round(time.Millisecond))
+	sctx, cancel := context.WithTimeout(ctx, c.TaskTimeout)
+	r := &restore{cancel: cancel, done: make(chan struct{})}
+	rn.restores[n] = r
+	rn.mu.Unlock()
+
+	var t *task.Task
+	owned, err := rn.stillOwns(sctx, n)
+	if err == nil && owned {
+		t, err = task.Start(sctx, rn.taskConfig(n), rn.r.proc)
+	}
+	cancel()
+
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	defer close(r.done)
+	revoked := rn.restores[n] != r
+	if !revoked {
+		delete(rn.restores, n)
+	}
+	if revoked || ctx.Err() != nil {
+		if t != nil {
+			if cerr := t.Close(); cerr != nil && ctx.Err() == nil {
+				return fmt.Errorf("runner: closing task %d: %w", n, cerr)
+			}
+		}
+		return nil
+	}
+	rn.fmu.Lock()
+	defer rn.fmu.Unlock()
+	f.tries++
+	if err == nil && !owned {
+		// Fencing now could fence the task's new owner: wait for the
+		// rebalance (its revocation forgets this restart) or the
+		// member's rejoin.
+		c.Logger.Warn("task not re-initialized yet: the group is rebalancing or no longer assigns it to this member", "partition", n)
+		f.next = time.Now().Add(restartBackoff(f.tries))
+		time.AfterFunc(restartBackoff(f.tries), rn.poke)
+		return nil
+	}
+	if err != nil {
+		if !txn.Transient(err) {
+			return fmt.Errorf("runner: re-initializing task %d after %v: %w", n, f.cause, err)
+		}
+		f.cause = err
+		f.next = time.Now().Add(restartBackoff(f.tries))
+		time.AfterFunc(restartBackoff(f.tries), rn.poke)
+		return nil
+	}
+	f.queued = false
+	rn.pending[n] = t
+	rn.r.ops.started(n)
+	rn.r.ops.restarts.Add(1)
+	c.Metrics.TaskRestarted(n)
+	rn.r.ops.tasks(rn.tasks, rn.pending)
+	rn.poke() // the main loop starts its restore
+	return nil
+}
+
+// stillOwns reports whether the group, stable, still assigns partition n of
+// every input topic to this member: a member whose session is lost (a
+// zombie woken after its partitions moved) or that is being rebalanced must
+// not fence the task's transactional ID again, which could fence the new
+// owner.
+func (rn *run) stillOwns(ctx context.Context, n int32) (bool, error) {
+	c := &rn.r.cfg
+	member, _ := rn.consumer.GroupMetadata()
+	gs, err := rn.adm.DescribeGroups(ctx, c.Group())
+	if err != nil {
+		return false, fmt.Errorf("describing group %s: %w", c.Group(), groupACL(err, c.Group()))
+	}
+	g, ok := gs[c.Group()]
+	if !ok {
+		return false, nil
+	}
+	if g.Err != nil {
+		return false, fmt.Errorf("describing group %s: %w", c.Group(), groupACL(g.Err, c.Group()))
+	}
+	if g.State != "Stable" || member == "" {
+		return false, nil
+	}
+	for _, m := range g.Members {
+		if m.MemberID != member {
+			continue
+		}
+		a, ok := m.Assigned.AsConsumer()
+		if !ok {
+			return false, nil
+		}
+		held := 0
+		for _, t := range a.Topics {
+			if slices.Contains(c.InputTopics, t.Topic) && slices.Contains(t.Partitions, n) {
+				held++
+			}
+		}
+		return held == len(c.InputTopics), nil
+	}
+	return false, nil
+}
+
+// committedOffsets reads the committed offsets of task n's partitions
+// (require-stable: the fence settled every transaction of the task), for
+// the re-seek of a restarted task; a partition without a committed offset
+// starts at the beginning, like a new assignment. An error is handled like
+// a failed restore (restoreFailed): a transient one queues the restart
+// again.
+func (rn *run) committedOffsets(ctx context.Context, n int32) (map[string]kgo.EpochOffset, error) {
+	c := &rn.r.cfg
+	resps, err := fetchCommitted(kadm.RequireStable(ctx), rn.adm, c.Logger, c.Group(), c.InputTopics)
+	if err == nil {
+		resps.Each(func(o kadm.OffsetResponse) {
+			if err == nil && o.Partition == n && o.Err != nil {
+				err = fmt.Errorf("topic %s partition %d: %w", o.Topic, o.Partition, o.Err)
+			}
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("task %d: fetching its committed offsets: %w", n, groupACL(err, c.Group()))
+	}
+	offs := make(map[string]kgo.EpochOffset, len(c.InputTopics))
+	for _, topic := range c.InputTopics {
+		at := int64(0) // no commit: from the start (the reset offset)
+		if o, ok := resps.Lookup(topic, n); ok && o.At >= 0 {
+			at = o.At
+		}
+		offs[topic] = kgo.EpochOffset{Epoch: -1, Offset: at}
+	}
+	return offs, nil
+}
+
+// restoreFailed queues the restart of pending task n (assigned, or
+// re-initialized) when its restore failed with a transient error, and
+// closes it; the caller holds the batch lock. Its partitions stay paused
+// until the restarted task re-positioned them.
+func (rn *run) restoreFailed(n int32, t *task.Task, err error) bool {
+	if !txn.Transient(err) && !errors.Is(err, kerr.UnstableOffsetCommit) {
+		return false
+	}
+	delete(rn.pending, n)
+	if cerr := t.Close(); cerr != nil {
+		return false
+	}
+	rn.restarting[n] = true
+	rn.requestRestart(n, fmt.Errorf("runner: restoring task %d: %w", n, err))
+	return true
+}
+
+// startFailed queues the restart of newly assigned task n when its start
+// (the fence) failed with a transient error; the caller holds the batch
+// lock. Its partitions stay paused until the restarted task re-positioned
+// them.
+func (rn *run) startFailed(n int32, err error) bool {
+	if !txn.Transient(err) {
+		return false
+	}
+	rn.restarting[n] = true
+	rn.requestRestart(n, err)
+	return true
+}
+
+// applySeeks re-positions the partitions of every re-initialized task at
+// its committed offsets and resumes them. It runs while the poll's
+// rebalance is blocked (kgo.BlockRebalanceOnPoll), after the poll's records
+// were handed out: those of a restarting task were dropped, and SetOffsets
+// discards whatever the client still buffered for its partitions.
+func (rn *run) applySeeks() {
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	if len(rn.seeks) == 0 {
+		return
+	}
+	set := map[string]map[int32]kgo.EpochOffset{}
+	ns := make([]int32, 0, len(rn.seeks))
+	for n, offs := range rn.seeks {
+		for topic, o := range offs {
+			if set[topic] == nil {
+				set[topic] = map[int32]kgo.EpochOffset{}
+			}
+			set[topic][n] = o
+		}
+		ns = append(ns, n)
+		delete(rn.restarting, n)
+		delete(rn.seeks, n)
+	}
+	slices.Sort(ns)
+	rn.consumer.SetOffsets(set)
+	rn.consumer.ResumeFetchPartitions(rn.topicPartitions(ns...))
+	for _, n := range ns {
+		rn.r.cfg.Logger.Warn("task re-initialized: fenced, restored, and re-reading its input from the committed offsets", "partition", n, "offsets", set)
+	}
+}
+
+// forget drops task n's recovery state (it was torn down); the caller holds
+// the batch lock.
+func (rn *run) forget(n int32) {
+	delete(rn.restarting, n)
+	delete(rn.seeks, n)
+	rn.fmu.Lock()
+	delete(rn.failing, n)
+	rn.fmu.Unlock()
+}
+
+// forgetAll drops the recovery state of every task (all were torn down);
+// the caller holds the batch lock.
+func (rn *run) forgetAll() {
+	clear(rn.restarting)
+	clear(rn.seeks)
+	rn.fmu.Lock()
+	clear(rn.failing)
+	rn.fmu.Unlock()
+}
+
+// taskConfig is the task.Config of task n.
+func (rn *run) taskConfig(n int32) task.Config {
+	c := &rn.r.cfg
+	return task.Config{
+		ApplicationID:      c.ApplicationID,
+		Partition:          n,
+		InputTopics:        c.InputTopics,
+		TopicIDs:           rn.topicIDs,
+		Changelog:          rn.changelog,
+		StateDir:           c.StateDir,
+		TransactionTimeout: c.TransactionTimeout,
+		KafkaOpts:          rn.base,
+		Logger:             c.Logger,
+	}
+}
+
+// groupSession decides about a lost group session reported by a poll
+// (*kgo.ErrGroupSession; kgo already called OnPartitionsLost, which tore
+// every task down dirty, and rejoins by itself): a refused ACL ends Run
+// naming it, any other non-transient cause ends Run too, and a transient one
+// is logged and ridden out for up to TaskTimeout since the member last held
+// an assignment.
+func (rn *run) groupSession(err error) error {
+	c := &rn.r.cfg
+	if aerr := groupACL(err, c.Group()); aerr != err {
+		return fmt.Errorf("runner: the consumer group member cannot join group %q: %w", c.Group(), aerr)
+	}
+	if !txn.Transient(err) {
+		return fetchError("", 0, err)
+	}
+	rn.fmu.Lock()
+	if rn.groupLostAt.IsZero() {
+		rn.groupLostAt = time.Now()
+	}
+	lostFor := time.Since(rn.groupLostAt)
+	rn.fmu.Unlock()
+	if lostFor > c.TaskTimeout {
+		return &TaskTimeoutError{Partition: -1, Step: "rejoining the consumer group", Timeout: c.TaskTimeout, Err: fetchError("", 0, err)}
+	}
+	c.Logger.Warn("lost the consumer group session with a transient error; its tasks were closed dirty, the member rejoins", "group", c.Group(), "err", err, "lost_for", lostFor.Round(time.Millisecond))
+	return nil
+}
+
+// groupJoined tells that the member holds an assignment again.
+func (rn *run) groupJoined() {
+	rn.fmu.Lock()
+	rn.groupLostAt = time.Time{}
+	rn.fmu.Unlock()
+}
+
+// onLost tears every task down dirty: the member lost its session, so
+// another member may own the tasks already; nothing is committed (it would
+// be fenced, or race the new owner's fence), every open transaction is
+// aborted.
+func (rn *run) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
+	rn.lost.Store(true)
+	defer rn.lost.Store(false)
+	rn.r.cfg.Logger.Warn("consumer group session lost; closing every task dirty", "lost", lost)
+	rn.onRevoked(ctx, cl, lost)
+}
+
+// benign reports whether err of a worker that was told to stop by a
+// rebalance (not by the end of Run) needs no more than the teardown: a
+// transient error or a fence of a task that is moving anyway. Its
+// transaction was aborted (or is aborted by the next fence); nothing of it
+// is visible and the next owner reprocesses its records.
+func (rn *run) benign(err error) bool {
+	return !rn.closing.Load() && (recoverable(err) || fencing.IsFenced(err))
+}
+
+// startupRetry runs a startup step fn again while it fails with a transient
+// error (txn.Transient), for up to TaskTimeout, with backoff: it is used
+// once the cluster answered (a cluster that cannot be reached at all, or a
+// misconfigured client, fails the first step, which is not retried). Every
+// retry is logged at warn with its cause.
+func startupRetry(ctx context.Context, c *config.Options, what string, fn func() error) error {
+	began := time.Now()
+	for tries := 0; ; tries++ {
+		err := fn()
+		if err == nil || !txn.Transient(err) || ctx.Err() != nil {
+			return err
+		}
+		if time.Since(began) > c.TaskTimeout {
+			return &TaskTimeoutError{Partition: -1, Step: what, Timeout: c.TaskTimeout, Err: err}
+		}
+		c.Logger.Warn("startup step failed with a transient error; retrying", "step", what, "err", err, "attempt", tries+1)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(restartBackoff(tries)):
+		}
+	}
+}
+
+// describeInputs describes the input topics, the first request of Run. A
+// connection the broker accepted and then dropped (a broker restarting, a
+// proxy cutting connections) is retried a few times, for about a second;
+// every other error, a refused dial and a silent broker among them, is
+// returned at once, so that a cluster that cannot be reached, or a client
+// that is misconfigured, fails fast.
+func describeInputs(ctx context.Context, c *config.Options, adm *kadm.Client) (map[string]topics.Info, int32, error) {
+	for tries := 0; ; tries++ {
+		infos, n, err := topics.Describe(ctx, adm, "input", c.InputTopics)
+		if err == nil || !txn.Dropped(err) || tries >= 4 || ctx.Err() != nil {
+			return infos, n, err
+		}
+		c.Logger.Warn("describing the input topics met a dropped connection; retrying", "err", err, "attempt", tries+1)
+		select {
+		case <-ctx.Done():
+			return infos, n, err
+		case <-time.After(restartBackoff(tries)):
+		}
+	}
+}
