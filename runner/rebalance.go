@@ -102,6 +102,15 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 		ns = append(ns, n)
 	}
 	slices.Sort(ns)
+	// A standby of a task that starts here gives its store up first: the
+	// task opens it warm and replays only what the standby had not
+	// applied.
+	for _, n := range ns {
+		if err := rn.releaseStandby(n); err != nil {
+			rn.setFatal(err)
+			return
+		}
+	}
 
 	type started struct {
 		n   int32
@@ -148,6 +157,7 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 		return
 	}
 	c.Logger.Info("partitions assigned", "partitions", ns)
+	rn.syncStandbys()
 	rn.poke()
 }
 
@@ -164,6 +174,7 @@ func (rn *run) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]
 	rn.rmu.Unlock()
 
 	rn.teardown()
+	rn.syncStandbys() // a task revoked here may be a standby of this instance now
 
 	rn.rmu.Lock()
 	rn.revoking = false

@@ -68,6 +68,9 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 		sem:        make(chan struct{}, c.Concurrency),
 		wake:       make(chan struct{}, 1),
 	}
+	if err := rn.startStandbys(r.standbySrc); err != nil {
+		return err
+	}
 	// The user's consumer options come first: the delivery settings
 	// come last and win (group.Opts).
 	// A paused task's partitions resume only after the fetch in flight;
@@ -90,6 +93,7 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 	consumerOpts = append(consumerOpts, r.ops.consumerOpts()...)
 	consumer, err := kgo.NewClient(consumerOpts...)
 	if err != nil {
+		rn.closeStandbys()
 		return fmt.Errorf("runner: consumer: %w", err)
 	}
 	rn.consumer = consumer
@@ -105,6 +109,9 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 	// nothing is left open.
 	consumer.Close()
 	rn.teardown()
+	if err := rn.closeStandbys(); err != nil {
+		rn.fatal.Set(err)
+	}
 	if runErr != nil {
 		return runErr
 	}
@@ -137,6 +144,9 @@ type run struct {
 	rmu           sync.Mutex
 	revoking      bool
 	cancelRestore context.CancelFunc
+
+	// standby holds the standby replicas (StandbyReplicas).
+	standby standbys
 
 	fatal latch.Latch
 	wake  chan struct{}
