@@ -97,6 +97,14 @@ func (s *standbyRun) offsets() (map[int32]int64, []int32) {
 	return rn.changelogOffsets(), rn.standby.mgr.Tasks()
 }
 
+// runs reports whether the run runs task n.
+func (s *standbyRun) runs(n int32) bool {
+	s.r.ops.qmu.RLock()
+	defer s.r.ops.qmu.RUnlock()
+	_, ok := s.r.ops.stores[n]
+	return ok
+}
+
 func (s *standbyRun) stop(t *testing.T) {
 	t.Helper()
 	s.cancel()
