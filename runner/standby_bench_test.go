@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/internal/txn"
+	"github.com/flechtwerk/flechtwerk/store"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -88,14 +90,15 @@ func failover(b *testing.B, standby bool, keys int) {
 			return nil
 		})
 		l := &syncLog{}
+		dir := b.TempDir()
 		r, err := New(proc, SeedBrokers(c.Brokers...), ApplicationID(app), InputTopics(in),
-			StateDir(b.TempDir()), StandbyReplicas(replicas), SessionTimeout(6*time.Second),
+			StateDir(dir), StandbyReplicas(replicas), SessionTimeout(6*time.Second),
 			WithConsumerOpts(kgo.HeartbeatInterval(200*time.Millisecond)),
 			WithLogger(slog.New(slog.NewTextHandler(l, nil))))
 		require.NoError(b, err)
 		r.standbySrc = everyTask(1)
 		rctx, cancel := context.WithCancel(ctx)
-		s := &standbyRun{r: r, log: l, cancel: cancel, done: make(chan struct{})}
+		s := &standbyRun{r: r, log: l, cancel: cancel, done: make(chan struct{}), dir: dir}
 		go func() {
 			s.err = r.Run(rctx)
 			close(s.done)
@@ -121,6 +124,13 @@ func failover(b *testing.B, standby bool, keys int) {
 	newID := "b"
 	if bb.runs(0) {
 		a, bb, newID = bb, a, "a"
+	}
+	if !standby {
+		// The new owner may have run the task before the rebalance: a
+		// cold takeover must not find that store.
+		removed, err := store.Prune(filepath.Join(bb.dir, app), 0)
+		require.NoError(b, err)
+		b.Logf("cold: removed %v", removed)
 	}
 	if standby {
 		kafkatest.WaitFor(b, 5*time.Minute, "the standby caught up", func() bool {
@@ -199,6 +209,9 @@ func failover(b *testing.B, standby bool, keys int) {
 	m := regexp.MustCompile(`msg="task restored" partition=0 changelog=\S+ records=(\d+) from=(\d+) to=(\d+) full=(\w+)(?: reason="[^"]*")? took=(\S+)`).FindStringSubmatch(logs)
 	require.NotNil(b, m, "b's restore: %s", logs)
 	records, _ := strconv.Atoi(m[1])
+	if !standby {
+		require.Equal(b, "true", m[4], "a cold takeover restores in full: %s", m[0])
+	}
 	b.ReportMetric(took.Seconds(), "s/failover")
 	b.ReportMetric(float64(records), "replayed")
 	fmt.Printf("standby failover bench (%s, %d keys of 100 bytes, standby %v): stop of the owner to the first committed output of the new owner %v; its restore replayed %d records (offsets %s..%s, full %s) in %s\n",

@@ -56,6 +56,7 @@ type standbyRun struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when Run returned err
 	err    error
+	dir    string // the state directory
 }
 
 func startStandbyRunner(t *testing.T, c *kafkatest.Cluster, app, in, out string, partitions int32) *standbyRun {
