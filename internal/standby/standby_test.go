@@ -183,3 +183,61 @@ func TestStandbyAppliesOnlyCommitted(t *testing.T) {
 	require.Equal(t, coldState, m.view(t, 0))
 	require.Equal(t, end, m.Offsets()[0])
 }
+
+// TestReleaseUnlocksTheStore: Release of a standby that is restoring, of
+// one that is tailing, and of a task that is no standby here; Set without
+// a task and Close. After each, the store's lock is free at once (an
+// opener that does not wait gets it) and what was applied is kept.
+func TestReleaseUnlocksTheStore(t *testing.T) {
+	c := kafkatest.New(t)
+	app := kafkatest.Name("release")
+	topic := changelog.Topic(app)
+	c.CreateTopic(t, topic, 2)
+	o := newOwner(t, c, app)
+	for i := range 20 {
+		require.NoError(t, o.cl.BeginTransaction())
+		var recs []*kgo.Record
+		for j := range 500 {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: 0, Key: fmt.Appendf(nil, "k%d", j), Value: fmt.Appendf(nil, "v%d", i)})
+		}
+		require.NoError(t, o.cl.ProduceSync(context.Background(), recs...).FirstErr())
+		require.NoError(t, o.cl.EndTransaction(context.Background(), kgo.TryCommit))
+	}
+	dir := t.TempDir()
+	free := func(n int32) *store.Store {
+		t.Helper()
+		st, err := store.Open(context.Background(), store.Dir(dir, app, n), store.Options{ApplicationID: app, LockWait: -1})
+		require.NoError(t, err, "the store of %d is not locked", n)
+		return st
+	}
+	m, errs := newManager(t, c, app, dir)
+
+	// Released while it may still be restoring.
+	require.NoError(t, m.Set([]int32{0}))
+	require.NoError(t, m.Release(0))
+	require.NoError(t, free(0).Close())
+	require.NoError(t, m.Release(1), "not a standby here")
+
+	// Released while tailing: a warm store of the whole partition.
+	require.NoError(t, m.Set([]int32{0, 1}))
+	end := waitCaughtUp(t, c, m, errs, topic)
+	require.Equal(t, []int32{0, 1}, m.Tasks())
+	require.NoError(t, m.Release(0))
+	st := free(0)
+	cp, ok := st.Checkpoint()
+	require.True(t, ok)
+	require.Equal(t, end, cp.Next, "the released store keeps its checkpoint")
+	v, found, err := st.Get([]byte("k7"))
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, "v19", string(v))
+	require.NoError(t, st.Close())
+
+	// Set without a task stops it; Close stops the rest.
+	require.NoError(t, m.Set([]int32{0}))
+	require.NoError(t, free(1).Close())
+	require.NoError(t, m.Close())
+	require.NoError(t, free(0).Close())
+	require.NoError(t, m.Close(), "a second Close is a no-op")
+	require.Empty(t, m.Offsets())
+}
