@@ -163,7 +163,8 @@ func (m *Manager) Set(tasks []int32) error {
 	}
 	var errs []error
 	for _, r := range gone {
-		errs = append(errs, m.close(r))
+		_, err := m.close(r)
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -181,9 +182,9 @@ func (m *Manager) Release(n int32) error {
 	if r == nil {
 		return nil
 	}
-	err := m.close(r)
+	next, err := m.close(r)
 	if err == nil {
-		m.cfg.Logger.Info("standby released", "partition", n)
+		m.cfg.Logger.Info("standby released", "partition", n, "next", next)
 	}
 	return err
 }
@@ -201,8 +202,9 @@ func (m *Manager) removeLocked(r *replica) *replica {
 	return r
 }
 
-// close waits for r's restore and closes its store. r was removed.
-func (m *Manager) close(r *replica) error {
+// close waits for r's restore and closes its store, returning the offset
+// of its checkpoint (-1: none). r was removed.
+func (m *Manager) close(r *replica) (int64, error) {
 	m.mu.Lock()
 	done := r.done
 	m.mu.Unlock()
@@ -211,10 +213,16 @@ func (m *Manager) close(r *replica) error {
 	st := r.st
 	r.st = nil
 	m.mu.Unlock()
-	if err := st.Close(); err != nil {
-		return fmt.Errorf("standby: closing the store of %s partition %d: %w", m.cfg.Changelog, r.n, err)
+	next := int64(-1)
+	if st != nil {
+		if n, ok := st.Next(); ok {
+			next = n
+		}
 	}
-	return nil
+	if err := st.Close(); err != nil {
+		return next, fmt.Errorf("standby: closing the store of %s partition %d: %w", m.cfg.Changelog, r.n, err)
+	}
+	return next, nil
 }
 
 // restoreLocked starts a restore of r; wipe restores it in full. The
@@ -461,7 +469,8 @@ func (m *Manager) Close() error {
 	m.cancel()
 	var errs []error
 	for _, r := range reps {
-		errs = append(errs, m.close(r))
+		_, err := m.close(r)
+		errs = append(errs, err)
 	}
 	m.cl.Close()
 	m.wg.Wait()
