@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,27 +59,7 @@ func failover(b *testing.B, standby bool, keys int) {
 	c.CreateTopic(b, in, 1)
 	c.CreateTopic(b, out, 1)
 	topic := changelog.Topic(app)
-	require.NoError(b, changelog.Ensure(ctx, c.Adm, topic, 1, -1))
-
-	// The task's state, written to its changelog as the task would.
-	t0 := time.Now()
-	p, err := txn.Open(ctx, app+"-0", time.Minute, topic, kgo.SeedBrokers(c.Brokers...), kgo.MaxBufferedRecords(50_001), kgo.ProducerLinger(5*time.Millisecond))
-	require.NoError(b, err)
-	value := make([]byte, 100)
-	for i := range value {
-		value[i] = 'a' + byte(i%26)
-	}
-	for at := 0; at < keys; at += 50_000 {
-		var recs []*kgo.Record
-		for i := at; i < min(at+50_000, keys); i++ {
-			recs = append(recs, &kgo.Record{Topic: topic, Partition: 0, Key: fmt.Appendf(nil, "key-%09d", i), Value: value})
-		}
-		_, err := p.Commit(ctx, recs, nil)
-		require.NoError(b, err)
-	}
-	p.Close()
-	b.Logf("wrote %d keys to %s/0 in %v", keys, topic, time.Since(t0).Round(time.Millisecond))
-
+	writeState(b, c, app, keys)
 	replicas := 0
 	if standby {
 		replicas = 1
@@ -216,4 +197,164 @@ func failover(b *testing.B, standby bool, keys int) {
 	b.ReportMetric(float64(records), "replayed")
 	fmt.Printf("standby failover bench (%s, %d keys of 100 bytes, standby %v): stop of the owner to the first committed output of the new owner %v; its restore replayed %d records (offsets %s..%s, full %s) in %s\n",
 		c.Kind(), keys, standby, took.Round(time.Millisecond), records, m[2], m[3], m[4], m[5])
+}
+
+// writeState writes keys keys of 100-byte values to partition 0 of app's
+// changelog, as the task's producer would, and returns the value.
+func writeState(b *testing.B, c *kafkatest.Cluster, app string, keys int) []byte {
+	ctx := context.Background()
+	topic := changelog.Topic(app)
+	require.NoError(b, changelog.Ensure(ctx, c.Adm, topic, 1, -1))
+	t0 := time.Now()
+	p, err := txn.Open(ctx, app+"-0", time.Minute, topic, kgo.SeedBrokers(c.Brokers...), kgo.MaxBufferedRecords(50_001), kgo.ProducerLinger(5*time.Millisecond))
+	require.NoError(b, err)
+	defer p.Close()
+	value := make([]byte, 100)
+	for i := range value {
+		value[i] = 'a' + byte(i%26)
+	}
+	for at := 0; at < keys; at += 50_000 {
+		var recs []*kgo.Record
+		for i := at; i < min(at+50_000, keys); i++ {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: 0, Key: fmt.Appendf(nil, "key-%09d", i), Value: value})
+		}
+		_, err := p.Commit(ctx, recs, nil)
+		require.NoError(b, err)
+	}
+	b.Logf("wrote %d keys to %s/0 in %v", keys, topic, time.Since(t0).Round(time.Millisecond))
+	return value
+}
+
+// BenchmarkStandbyFailoverKill is BenchmarkStandbyFailover with runner
+// processes and a SIGKILL: two processes (StandbyReplicas 1 or 0) share
+// one task of -standby-keys keys of 100 bytes while a producer feeds it
+// about 2000 records/s; the owner is killed, and the figure is the time
+// from the kill to the first output the survivor committed (read with
+// read_committed), less the session timeout the group waits before it
+// moves the task. Without a standby the survivor's earlier store of the
+// task, if any, is pruned first, so it restores in full.
+//
+//	go test ./runner/ -run '^$' -bench BenchmarkStandbyFailoverKill -benchtime 1x
+func BenchmarkStandbyFailoverKill(b *testing.B) {
+	for _, standby := range []bool{false, true} {
+		name := "cold"
+		if standby {
+			name = "standby"
+		}
+		b.Run(name, func(b *testing.B) {
+			for range b.N {
+				failoverKill(b, standby, *standbyKeys)
+			}
+		})
+	}
+}
+
+func failoverKill(b *testing.B, standby bool, keys int) {
+	ctx := context.Background()
+	c := kafkatest.New(b)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("kill")
+	c.CreateTopic(b, in, 1)
+	c.CreateTopic(b, out, 1)
+	writeState(b, c, app, keys)
+	replicas := 0
+	if standby {
+		replicas = 1
+	}
+	dir := b.TempDir()
+	a := spawnChild(b, c, dir, app, in, out, replicas, "a")
+	kafkatest.WaitFor(b, 5*time.Minute, "a runs the task", func() bool {
+		return strings.Contains(a.logs(), `msg="task running" partition=0`)
+	})
+	mark := len(a.logs())
+	bc := spawnChild(b, c, dir, app, in, out, replicas, "b")
+	var owner, survivor *child
+	var survivorID string
+	kafkatest.WaitFor(b, 5*time.Minute, "the task runs after the second one joined", func() bool {
+		switch {
+		case strings.Contains(bc.logs(), `msg="task running" partition=0`):
+			owner, survivor, survivorID = bc, a, "a"
+		case strings.Contains(a.logs()[mark:], `msg="task running" partition=0`):
+			owner, survivor, survivorID = a, bc, "b"
+		}
+		return owner != nil
+	})
+	if standby {
+		kafkatest.WaitFor(b, 5*time.Minute, "the survivor's standby restored", func() bool {
+			return strings.Contains(survivor.logs(), `msg="standby restored" partition=0`)
+		})
+	} else {
+		removed, err := store.Prune(filepath.Join(survivor.dir, app), 0)
+		require.NoError(b, err)
+		b.Logf("cold: removed %v", removed)
+	}
+
+	var (
+		stop atomic.Bool
+		wg   sync.WaitGroup
+	)
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	require.NoError(b, err)
+	defer pcl.Close()
+	wg.Go(func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for i := 0; !stop.Load(); i++ {
+			<-tick.C
+			for j := range 2 {
+				pcl.Produce(ctx, &kgo.Record{Topic: in, Partition: 0, Key: fmt.Appendf(nil, "in-%d-%d", i, j)}, nil)
+			}
+		}
+	})
+	defer func() {
+		stop.Store(true)
+		wg.Wait()
+	}()
+	time.Sleep(3 * time.Second)
+
+	ends := c.EndOffsets(b, out)
+	ocl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{out: {0: kgo.NewOffset().At(ends[0])}}))
+	require.NoError(b, err)
+	defer ocl.Close()
+	first := make(chan time.Time, 1)
+	octx, ocancel := context.WithCancel(ctx)
+	defer ocancel()
+	go func() {
+		for {
+			fs := ocl.PollFetches(octx)
+			if octx.Err() != nil {
+				return
+			}
+			found := false
+			fs.EachRecord(func(r *kgo.Record) {
+				found = found || strings.HasSuffix(string(r.Value), "@"+survivorID)
+			})
+			if found {
+				first <- time.Now()
+				return
+			}
+		}
+	}()
+
+	before := len(survivor.logs())
+	killed := time.Now()
+	require.NoError(b, owner.cmd.Process.Signal(syscall.SIGKILL))
+	var at time.Time
+	select {
+	case at = <-first:
+	case <-time.After(5 * time.Minute):
+		b.Fatal("no output of the survivor within 5 minutes of the kill")
+	}
+	took := at.Sub(killed)
+	logs := survivor.logs()[before:]
+	m := regexp.MustCompile(`msg="task restored" partition=0 changelog=\S+ records=(\d+) from=(\d+) to=(\d+) full=(\w+)(?: reason="[^"]*")? took=(\S+)`).FindStringSubmatch(logs)
+	require.NotNil(b, m, "the survivor's restore: %s", logs)
+	records, _ := strconv.Atoi(m[1])
+	if !standby {
+		require.Equal(b, "true", m[4], "a cold takeover restores in full: %s", m[0])
+	}
+	b.ReportMetric((took - childSession).Seconds(), "s/failover-less-session")
+	b.ReportMetric(float64(records), "replayed")
+	fmt.Printf("standby SIGKILL failover bench (%s, %d keys of 100 bytes, standby %v): kill of the owner to the first committed output of the new owner %v, less the %v session timeout %v; its restore replayed %d records (offsets %s..%s, full %s) in %s\n",
+		c.Kind(), keys, standby, took.Round(time.Millisecond), childSession, (took - childSession).Round(time.Millisecond), records, m[2], m[3], m[4], m[5])
 }

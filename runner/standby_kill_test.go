@@ -24,8 +24,11 @@ import (
 )
 
 // standbyChildEnv makes the test binary a runner process (see TestMain):
-// "brokers|app|in|out|stateDir|logFile|partitions".
+// "brokers|app|in|out|stateDir|logFile|partitions|standbyReplicas|id".
 const standbyChildEnv = "FLECHTWERK_STANDBY_CHILD"
+
+// childSession is the session timeout of the child runners.
+const childSession = 3 * time.Second
 
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(standbyChildEnv); spec != "" {
@@ -34,12 +37,15 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// standbyChild runs a counting transformer with StandbyReplicas(1) until
-// it is killed, logging to its log file.
+// standbyChild runs a counting transformer (output value "{count}@{id}")
+// with standbyReplicas standby replicas until it is killed, logging to its
+// log file.
 func standbyChild(spec string) int {
 	p := strings.Split(spec, "|")
 	brokers, app, in, out, dir, logFile := p[0], p[1], p[2], p[3], p[4], p[5]
 	partitions, _ := strconv.Atoi(p[6])
+	replicas, _ := strconv.Atoi(p[7])
+	id := p[8]
 	f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -48,11 +54,11 @@ func standbyChild(spec string) int {
 	counter := transformer.New(func(ctx context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
 		n++
 		e.SetState(n)
-		e.Send(out, rec.Key, []byte(strconv.Itoa(n)))
+		e.Send(out, rec.Key, []byte(strconv.Itoa(n)+"@"+id))
 		return nil
 	})
 	r, err := New(counter, SeedBrokers(strings.Split(brokers, ",")...), ApplicationID(app), InputTopics(in),
-		StateDir(dir), StandbyReplicas(1), SessionTimeout(3*time.Second),
+		StateDir(dir), StandbyReplicas(replicas), SessionTimeout(childSession),
 		WithConsumerOpts(kgo.HeartbeatInterval(300*time.Millisecond)),
 		WithLogger(slog.New(slog.NewTextHandler(f, nil))))
 	if err != nil {
@@ -97,27 +103,8 @@ func TestStandbyFailoverAfterSIGKILL(t *testing.T) {
 		require.NoError(t, pcl.ProduceSync(context.Background(), recs...).FirstErr())
 	}
 
-	type proc struct {
-		cmd *exec.Cmd
-		log string
-	}
-	spawn := func(id string) *proc {
-		p := &proc{log: filepath.Join(dir, id+".log")}
-		p.cmd = exec.Command(os.Args[0], "-test.run=^$")
-		p.cmd.Env = append(os.Environ(), standbyChildEnv+"="+strings.Join([]string{
-			strings.Join(c.Brokers, ","), app, in, out, filepath.Join(dir, id), p.log, "1"}, "|"))
-		p.cmd.Stderr = os.Stderr
-		require.NoError(t, p.cmd.Start())
-		t.Cleanup(func() {
-			_ = p.cmd.Process.Kill()
-			_ = p.cmd.Wait()
-		})
-		return p
-	}
-	logOf := func(p *proc) string {
-		b, _ := os.ReadFile(p.log)
-		return string(b)
-	}
+	spawn := func(id string) *child { return spawnChild(t, c, dir, app, in, out, 1, id) }
+	logOf := (*child).logs
 	waitCommitted := func(what string) {
 		mu.Lock()
 		want := int64(produced)
@@ -132,7 +119,7 @@ func TestStandbyFailoverAfterSIGKILL(t *testing.T) {
 	waitCommitted("a committed the first inputs")
 	b := spawn("b")
 	// One of them runs the task, the other keeps its standby.
-	var owner, survivor *proc
+	var owner, survivor *child
 	kafkatest.WaitFor(t, 60*time.Second, "a standby restored on one of the two", func() bool {
 		switch {
 		case strings.Contains(logOf(b), `msg="standby restored" partition=0`):
@@ -184,7 +171,8 @@ func TestStandbyFailoverAfterSIGKILL(t *testing.T) {
 
 	counts := map[string][]int{}
 	for _, r := range c.ReadCommitted(t, out) {
-		n, err := strconv.Atoi(string(r.Value))
+		v, _, _ := strings.Cut(string(r.Value), "@")
+		n, err := strconv.Atoi(v)
 		require.NoError(t, err)
 		counts[string(r.Key)] = append(counts[string(r.Key)], n)
 	}
@@ -198,4 +186,31 @@ func TestStandbyFailoverAfterSIGKILL(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, produced, total, "every input exactly once")
+}
+
+// child is a runner process of standbyChild.
+type child struct {
+	cmd *exec.Cmd
+	log string
+	dir string // its state directory
+}
+
+func spawnChild(t testing.TB, c *kafkatest.Cluster, dir, app, in, out string, replicas int, id string) *child {
+	t.Helper()
+	p := &child{log: filepath.Join(dir, id+".log"), dir: filepath.Join(dir, id)}
+	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	p.cmd.Env = append(os.Environ(), standbyChildEnv+"="+strings.Join([]string{
+		strings.Join(c.Brokers, ","), app, in, out, p.dir, p.log, "1", strconv.Itoa(replicas), id}, "|"))
+	p.cmd.Stderr = os.Stderr
+	require.NoError(t, p.cmd.Start())
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+	})
+	return p
+}
+
+func (p *child) logs() string {
+	b, _ := os.ReadFile(p.log)
+	return string(b)
 }
