@@ -10,7 +10,7 @@
 // options.go, transform.go (a transformer's startup), loop.go (the main
 // loop and the per-task workers), rebalance.go (group callbacks),
 // commit.go (offsets of intervals that wrote nothing), stores.go
-// (StoreRetention).
+// (StoreRetention), standby.go (StandbyReplicas).
 //
 //	r, err := runner.New(counter,
 //		runner.SeedBrokers("localhost:9092"),
@@ -53,6 +53,33 @@
 // paused zombie) is never wiped; the new owner waits up to 5s and then
 // fails with store.ErrLocked. A store is kept after its task moves away and
 // deleted once unused for StoreRetention (default 24h).
+//
+// # Standby replicas
+//
+// With StandbyReplicas(n), instances keep warm copies of the stores of
+// tasks they do not run (package internal/standby): each standby tails its
+// task's changelog partition with read_committed isolation, one consumer
+// client (no group) per instance for all its standbys, and applies every
+// committed record to the store in the instance's state directory, the
+// store's checkpoint moving in the same Pebble batch; records of aborted
+// or open transactions are never applied. A standby starts like a task's
+// restore (warm from the store's checkpoint when it is usable, else wiped
+// and restored in full) and never ends. Before a task starts on an
+// instance that keeps a standby of it, the standby is released (its store
+// closed and unlocked) and the task opens the store warm: its restore
+// replays only the standby's lag. Standbys write nothing to Kafka. A
+// standby whose position fell out of the partition's range or whose
+// changelog was recreated is wiped and restored; any other error of a
+// standby ends Run, naming the changelog topic and partition. Standbys
+// hold their stores' locks: instances that share a state directory must
+// not run standbys (a task moving to one would find its store locked by
+// the other's standby).
+//
+// Which instance keeps which standby is decided by the group's balancer
+// and handed to each member with its assignment; the member reports the
+// changelog offsets of the stores it holds open (its tasks' and its
+// standbys') in its join metadata. With the range balancer no standbys
+// are assigned, and Run logs a warning when StandbyReplicas is set.
 //
 // # Errors
 //

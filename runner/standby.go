@@ -36,6 +36,11 @@ func (rn *run) startStandbys(src standbyAssignment) error {
 	if c.StandbyReplicas == 0 || !rn.r.proc.Stateful() {
 		return nil
 	}
+	if src == nil {
+		c.Logger.Warn("runner: StandbyReplicas is set, but the group's range balancer assigns no standby tasks: no standby replicas are kept",
+			"standby_replicas", c.StandbyReplicas)
+		return nil
+	}
 	mgr, err := standby.New(standby.Config{
 		ApplicationID:      c.ApplicationID,
 		Changelog:          rn.changelog,

@@ -22,8 +22,8 @@
 // no offsets.
 //
 // A standby whose position falls out of the partition's range (records
-// deleted below it) or whose changelog topic got another ID is wiped and
-// restored in full. Every other error is reported to Config.OnError, once,
+// deleted below it), whose changelog topic got another ID or whose
+// checkpoint grew too old (below) is wiped and restored in full. Every other error is reported to Config.OnError, once,
 // naming the changelog topic and partition; the Manager then stops
 // applying (the runner ends Run with it).
 //
@@ -36,7 +36,15 @@
 // listing's time: the Manager moves the restore's checkpoint time back by
 // the owner's transaction timeout (and a minute for the broker's abort
 // check). While tailing, the checkpoint time is the timestamp of the last
-// record applied, as in a restore.
+// record applied, as in a restore, and every RefreshEvery a standby found
+// at the end of its partition (its position at the high watermark, which
+// equals the last stable offset: no transaction open) gets the time the
+// listing began: nothing above it was written before.
+//
+// The age rule of changelog.Recover holds while tailing too: a standby
+// about to apply records above a checkpoint older than the changelog's
+// delete.retention.ms (less a tenth) may have missed a tombstone the log
+// cleaner removed meanwhile, so it is wiped and restored in full instead.
 //
 // # Concurrency
 //

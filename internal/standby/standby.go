@@ -23,6 +23,10 @@ import (
 // when Config.SyncEvery is zero.
 const DefaultSyncEvery = time.Second
 
+// DefaultRefreshEvery is how often a standby's checkpoint time is
+// refreshed when Config.RefreshEvery is zero.
+const DefaultRefreshEvery = time.Minute
+
 // abortCheck is added to the owner's transaction timeout when a restore's
 // checkpoint time is moved back: the broker looks for timed-out
 // transactions periodically (transaction.abort.timed.out.transaction.cleanup.interval.ms,
@@ -50,6 +54,11 @@ type Config struct {
 	// unsynced (a crash loses at most that much, which the next restore
 	// replays). Default (zero) DefaultSyncEvery.
 	SyncEvery time.Duration
+	// RefreshEvery is how often the Manager checks whether its standbys
+	// are at the end of their partitions, to move the time of their
+	// checkpoints forward (see the package doc, "Checkpoint time").
+	// Default (zero) DefaultRefreshEvery.
+	RefreshEvery time.Duration
 	// RestoreContext, when set, wraps the context of each restore of a
 	// standby, e.g. to report its progress (changelog.WithProgress).
 	RestoreContext func(ctx context.Context, partition int32) context.Context
@@ -91,6 +100,10 @@ type replica struct {
 	topicID [16]byte
 	next    int64
 	synced  time.Time
+	// cpTime is the Time of the checkpoint at next; retention the
+	// changelog's delete.retention.ms.
+	cpTime    time.Time
+	retention time.Duration
 }
 
 // New returns a Manager with no standby tasks. It starts the client and
@@ -104,6 +117,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.SyncEvery <= 0 {
 		cfg.SyncEvery = DefaultSyncEvery
+	}
+	if cfg.RefreshEvery <= 0 {
+		cfg.RefreshEvery = DefaultRefreshEvery
 	}
 	opts := append(slices.Clone(cfg.KafkaOpts),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -121,8 +137,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{cfg: cfg, cl: cl, ctx: ctx, cancel: cancel, reps: map[int32]*replica{}}
-	m.wg.Add(1)
+	m.wg.Add(2)
 	go m.tail()
+	go m.refresh()
 	return m, nil
 }
 
@@ -284,6 +301,10 @@ func (m *Manager) restore(ctx context.Context, r *replica, wipe bool) error {
 			return fmt.Errorf("standby: restoring %s partition %d: %w", c.Changelog, r.n, err)
 		}
 	}
+	_, retention, err := changelog.Describe(ctx, c.Admin, c.Changelog)
+	if err != nil {
+		return fmt.Errorf("standby: restoring %s partition %d: %w", c.Changelog, r.n, err)
+	}
 	c.Logger.Info("standby restored", "partition", r.n, "changelog", c.Changelog,
 		"records", res.Records, "from", res.From, "to", res.To, "full", res.Full, "reason", res.Reason,
 		"took", time.Since(began))
@@ -293,6 +314,7 @@ func (m *Manager) restore(ctx context.Context, r *replica, wipe bool) error {
 		return nil // released meanwhile; whoever removed it closes the store
 	}
 	r.tailing, r.topicID, r.next, r.synced = true, cp.TopicID, cp.Next, time.Now()
+	r.cpTime, r.retention = cp.Time, retention
 	m.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{c.Changelog: {r.n: kgo.NewOffset().At(cp.Next)}})
 	return nil
 }
@@ -364,6 +386,14 @@ func (m *Manager) applyLocked(topicID [16]byte, p *kgo.FetchPartition) {
 	if last == nil {
 		return
 	}
+	if !changelog.Trusted(r.cpTime, r.retention, time.Now()) {
+		// Records above the checkpoint were written after its time; a
+		// tombstone among them older than delete.retention.ms may have
+		// been cleaned away before this standby read it.
+		m.rewindLocked(r, fmt.Sprintf("its checkpoint at offset %d is of %v, close to or beyond delete.retention.ms %v (deleted keys may have lost their tombstones)",
+			r.next, r.cpTime.Format(time.RFC3339), r.retention))
+		return
+	}
 	// Every record above the last one was written after it: its
 	// timestamp bounds their write time from below.
 	cp := store.Checkpoint{TopicID: r.topicID, Next: last.Offset + 1, Time: last.Timestamp}
@@ -378,7 +408,64 @@ func (m *Manager) applyLocked(topicID [16]byte, p *kgo.FetchPartition) {
 		m.fail(fmt.Errorf("standby: applying %s partition %d at offset %d: %w", topic, p.Partition, r.next, err))
 		return
 	}
-	r.next = cp.Next
+	r.next, r.cpTime = cp.Next, cp.Time
+}
+
+// refresh moves the checkpoint time of every standby at the end of its
+// partition forward, every RefreshEvery until Close: when the partition's
+// last stable offset equals its high watermark (no transaction open) and
+// the standby's position is there, every record above the position is
+// written after the listing began. Without it, the checkpoint of a
+// partition without writes would age past delete.retention.ms, and a
+// failover would restore in full.
+func (m *Manager) refresh() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.cfg.RefreshEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := m.refreshOnce(m.ctx); err != nil && m.ctx.Err() == nil {
+			// Housekeeping: a failed listing is tried again next time.
+			m.cfg.Logger.Debug("standby: refreshing checkpoint times", "changelog", m.cfg.Changelog, "err", err)
+		}
+	}
+}
+
+func (m *Manager) refreshOnce(ctx context.Context) error {
+	if len(m.Tasks()) == 0 || m.failed.Load() {
+		return nil
+	}
+	listed := time.Now()
+	topic := m.cfg.Changelog
+	hwm, err := m.cfg.Admin.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return err
+	}
+	lso, err := m.cfg.Admin.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.reps {
+		h, ok1 := hwm.Lookup(topic, r.n)
+		l, ok2 := lso.Lookup(topic, r.n)
+		if !r.tailing || !ok1 || !ok2 || h.Err != nil || l.Err != nil ||
+			l.Offset != h.Offset || r.next < h.Offset || !listed.After(r.cpTime) {
+			continue
+		}
+		cp := store.Checkpoint{TopicID: r.topicID, Next: r.next, Time: listed}
+		if err := r.st.ApplyCheckpoint(nil, cp); err != nil {
+			m.fail(fmt.Errorf("standby: checkpoint of %s partition %d at offset %d: %w", topic, r.n, r.next, err))
+			return nil
+		}
+		r.cpTime, r.synced = listed, time.Now()
+	}
+	return nil
 }
 
 // rewindLocked stops tailing r and restores it in full. The caller holds

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk/changelog"
@@ -240,4 +243,76 @@ func TestReleaseUnlocksTheStore(t *testing.T) {
 	require.NoError(t, free(0).Close())
 	require.NoError(t, m.Close(), "a second Close is a no-op")
 	require.Empty(t, m.Offsets())
+}
+
+// TestStandbyCheckpointAge: a standby whose checkpoint is older than the
+// changelog's delete.retention.ms (a tenth kept) when new records arrive
+// may have missed a tombstone the cleaner removed: it wipes and restores
+// in full. A standby at the end of an idle partition has its checkpoint
+// time refreshed and keeps tailing.
+func TestStandbyCheckpointAge(t *testing.T) {
+	for _, refresh := range []bool{false, true} {
+		t.Run(fmt.Sprintf("refresh=%v", refresh), func(t *testing.T) {
+			c := kafkatest.New(t)
+			app := kafkatest.Name("age")
+			topic := changelog.Topic(app)
+			c.CreateTopic(t, topic, 1)
+			resp, err := c.Adm.AlterTopicConfigs(context.Background(), []kadm.AlterConfig{
+				{Op: kadm.SetConfig, Name: "delete.retention.ms", Value: kadm.StringPtr("3000")},
+			}, topic)
+			require.NoError(t, err)
+			for _, r := range resp {
+				require.NoError(t, r.Err)
+			}
+			o := newOwner(t, c, app)
+			o.txn(t, true, "a", "1", "b", "1")
+
+			var logs syncBuffer
+			errs := make(chan error, 1)
+			every := time.Hour
+			if refresh {
+				every = 100 * time.Millisecond
+			}
+			m, err := New(Config{
+				ApplicationID: app, Changelog: topic, StateDir: t.TempDir(),
+				Admin: c.Adm, KafkaOpts: []kgo.Opt{kgo.SeedBrokers(c.Brokers...)},
+				TransactionTimeout: time.Second, RefreshEvery: every,
+				OnError: func(err error) { errs <- err },
+				Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
+			})
+			require.NoError(t, err)
+			defer m.Close()
+			require.NoError(t, m.Set([]int32{0}))
+			waitCaughtUp(t, c, m, errs, topic)
+			time.Sleep(3 * time.Second) // idle past the retention
+			o.txn(t, true, "a", "2", "c", "")
+			waitCaughtUp(t, c, m, errs, topic)
+			require.Equal(t, map[string]string{"a": "2", "b": "1"}, m.view(t, 0))
+			if refresh {
+				require.NotContains(t, logs.String(), "wiping and restoring", logs.String())
+				require.Equal(t, 1, strings.Count(logs.String(), `msg="standby restored"`))
+			} else {
+				require.Contains(t, logs.String(), "wiping and restoring a standby")
+				require.Contains(t, logs.String(), "delete.retention.ms")
+				require.Contains(t, logs.String(), "full=true")
+			}
+		})
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
