@@ -218,7 +218,8 @@ func unusable(cp store.Checkpoint, ok bool, id [16]byte, start, end int64, reten
 	case cp.Time.IsZero():
 		return "the checkpoint has no time"
 	}
-	if age := now.Sub(cp.Time); age > retention-retention/10 {
+	if !Trusted(cp.Time, retention, now) {
+		age := now.Sub(cp.Time)
 		return fmt.Sprintf("the checkpoint is %v old, close to or beyond delete.retention.ms %v (deleted keys may have lost their tombstones)",
 			age.Round(time.Millisecond), retention)
 	}
