@@ -3,13 +3,16 @@ package integration
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flechtwerk/flechtwerk/internal/group"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/runner"
 	"github.com/flechtwerk/flechtwerk/transformer"
@@ -107,4 +110,81 @@ func TestIdleLag(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestIdleCommitDuringSlowRebalance: while the cooperative group waits for
+// a slow member to rejoin, a running task's offsets-only commits cannot go
+// out (the client holds commits back between join and sync). The task
+// keeps its partition, so its commit is deferred instead of failing Run,
+// even with a BatchTimeout shorter than the rebalance, and lag reaches
+// zero once the group is stable.
+func TestIdleCommitDuringSlowRebalance(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
+	c.CreateTopic(t, in, 1)
+	c.CreateTopic(t, out, 1)
+	logs := &logLines{}
+	a := start(t, c, sometimesCounter(out), runner.ApplicationID(app), runner.InputTopics(in),
+		runner.StateDir(t.TempDir()), runner.BatchTimeout(2*time.Second),
+		runner.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	idle := func(from, n int) {
+		c.Produce(t, values(in, 0, fmt.Sprintf("i%d-", from), n, 3)...)
+	}
+	idle(0, 20)
+	waitCommitted(t, c, app, in, 30*time.Second, a.done)
+
+	// Members of the same protocol that own nothing (the one task stays
+	// with a: sticky); x's revocation at the end of a session takes 4s.
+	var slow atomic.Bool
+	member := func(onRevoked func()) {
+		cl, err := kgo.NewClient(append(c.Opts(), kgo.SeedBrokers(c.Brokers...), kgo.ConsumerGroup(app),
+			kgo.ConsumeTopics(in), kgo.Balancers(group.NewBalancer(group.BalancerConfig{})),
+			kgo.DisableAutoCommit(), kgo.SessionTimeout(10*time.Second),
+			kgo.OnPartitionsRevoked(func(context.Context, *kgo.Client, map[string][]int32) { onRevoked() }))...)
+		require.NoError(t, err)
+		t.Cleanup(cl.Close)
+		go func() {
+			for {
+				if cl.PollFetches(context.Background()).IsClientClosed() {
+					return
+				}
+			}
+		}()
+	}
+	member(func() {
+		if slow.Load() {
+			time.Sleep(4 * time.Second)
+		}
+	})
+	waitStableMembers(t, c, app, 2)
+	idle(20, 20)
+	waitCommitted(t, c, app, in, 30*time.Second, a.done)
+
+	slow.Store(true)
+	member(func() {})
+	// Idle records all along the rebalance (x's revocation alone holds
+	// it for 4s).
+	for i, until := 40, time.Now().Add(8*time.Second); time.Now().Before(until); i += 5 {
+		idle(i, 5)
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitCommitted(t, c, app, in, 30*time.Second, a.done)
+	require.Contains(t, logs.String(), "offsets-only commit deferred by a rebalance", "a commit met the rebalance")
+	require.NoError(t, a.stop(t))
+	require.Empty(t, c.ReadCommitted(t, out), "idle records emit nothing")
+}
+
+// waitStableMembers waits until group is stable with n members.
+func waitStableMembers(t testing.TB, c *kafkatest.Cluster, group string, n int) {
+	t.Helper()
+	kafkatest.WaitFor(t, 30*time.Second, fmt.Sprintf("group %s stable with %d members", group, n), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		groups, err := c.Adm.DescribeGroups(ctx, group)
+		if err != nil {
+			return false
+		}
+		g, ok := groups[group]
+		return ok && g.Err == nil && g.State == "Stable" && len(g.Members) == n
+	})
 }

@@ -145,18 +145,21 @@ func TestGracefulStopMidInterval(t *testing.T) {
 }
 
 // TestRevocationMidInterval: a second runner joins while the first one's
-// transactions are open (a 20s interval): the revocation commits what the
-// first processed at once, nothing is lost or duplicated, and the state
-// continues on the new owners.
+// transactions are open (a 20s interval): the revocation commits at once
+// what the first processed for the tasks that move to the second, while
+// the tasks that stay keep their open transactions (the rebalance is
+// cooperative) and commit at the end of their interval; nothing is lost or
+// duplicated, and the state continues on the new owner.
 func TestRevocationMidInterval(t *testing.T) {
 	c := kafkatest.New(t)
 	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
 	const partitions = 4
 	c.CreateTopic(t, in, partitions)
 	c.CreateTopic(t, out, partitions)
-	opts := func() []runner.Opt {
+	opts := func(name string) []runner.Opt {
 		return []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
-			runner.StateDir(t.TempDir()), runner.CommitInterval(20 * time.Second), runner.MaxPollRecords(4)}
+			runner.StateDir(t.TempDir()), runner.CommitInterval(20 * time.Second), runner.MaxPollRecords(4),
+			runner.WithConsumerOpts(kgo.ClientID(name))}
 	}
 	batch := func(prefix string) []*kgo.Record {
 		var recs []*kgo.Record
@@ -172,16 +175,25 @@ func TestRevocationMidInterval(t *testing.T) {
 	first := batch("a")
 	c.Produce(t, first...)
 	p := &processedAt{}
-	a := start(t, c, echoCounter(out, p.hook), opts()...)
+	a := start(t, c, echoCounter(out, p.hook), opts("a")...)
 	kafkatest.WaitFor(t, 30*time.Second, "every record processed", func() bool { return p.n.Load() == int64(len(first)) })
 	time.Sleep(200 * time.Millisecond)
 	require.Empty(t, c.CommittedOffsets(t, app, in), "nothing committed within the interval")
 
 	joined := time.Now()
 	pb := &processedAt{}
-	b := start(t, c, echoCounter(out, pb.hook), opts()...)
+	b := start(t, c, echoCounter(out, pb.hook), opts("b")...)
+	waitMembers(t, c, app, a, b)
+	moved := clientTasks(t, c, app)["b"]
+	require.Len(t, moved, 2, "b took half of the tasks")
+	want := map[int32]int64{}
+	for _, n := range moved {
+		want[n] = 10
+	}
+	requireOffsets(t, c, app, in, want)
+	require.Less(t, time.Since(joined), 15*time.Second, "the moved tasks committed at their revocation, not at the interval")
+	require.Equal(t, want, c.CommittedOffsets(t, app, in), "the tasks that stayed keep their open transactions")
 	requireOffsets(t, c, app, in, map[int32]int64{0: 10, 1: 10, 2: 10, 3: 10})
-	require.Less(t, time.Since(joined), 15*time.Second, "committed by the revocation, not the interval")
 	requireExactlyOnce(t, first, readStable(t, c, out))
 
 	second := batch("b")

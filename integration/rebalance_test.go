@@ -136,6 +136,26 @@ func TestTwoRunnersSplitAndHandOver(t *testing.T) {
 	requireExactlyOnce(t, append(first, second...), readStable(t, c, out))
 }
 
+// clientTasks returns the partitions (of the one input topic) each member
+// of group holds, by client id.
+func clientTasks(t testing.TB, c *kafkatest.Cluster, group string) map[string][]int32 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	groups, err := c.Adm.DescribeGroups(ctx, group)
+	require.NoError(t, err)
+	out := map[string][]int32{}
+	for _, m := range groups[group].Members {
+		a, ok := m.Assigned.AsConsumer()
+		require.True(t, ok)
+		for _, tp := range a.Topics {
+			out[m.ClientID] = append(out[m.ClientID], tp.Partitions...)
+		}
+		slices.Sort(out[m.ClientID])
+	}
+	return out
+}
+
 // waitGroupState waits until group is in state.
 func waitGroupState(t testing.TB, c *kafkatest.Cluster, group, state string) {
 	t.Helper()

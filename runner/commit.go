@@ -30,5 +30,3 @@ func (rn *run) commitDirect(ctx context.Context, offsets map[string]map[int32]kg
 	})
 	return cerr
 }
-
-// initPending restores every pending task and resumes its partitions. A

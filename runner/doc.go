@@ -8,7 +8,8 @@
 // error. See package extractor for how an extractor runs; the rest of this
 // page is about transformers. The files: runner.go (New, Run, Wake),
 // options.go, transform.go (a transformer's startup), loop.go (the main
-// loop and the per-task workers), rebalance.go (group callbacks),
+// loop and the per-task workers), rebalance.go (group callbacks, per-task
+// release and restores),
 // commit.go (offsets of intervals that wrote nothing), stores.go
 // (StoreRetention), standby.go (StandbyReplicas).
 //
@@ -20,9 +21,10 @@
 //	if err != nil { ... }          // every configuration problem, coded
 //	err = r.Run(ctx)                // until ctx is canceled or an error
 //
-// Run joins the consumer group named by the application id with an eager
-// range assignment, so one member holds partition N of every input topic,
-// and builds one task per held partition number (package task). It fetches
+// Run joins the consumer group named by the application id with a
+// cooperative, sticky, co-partitioning balancer (internal/group), so one
+// member holds partition N of every input topic, and builds one task per
+// held partition number (package task). It fetches
 // read_committed and hands every polled partition's records to its task's
 // worker goroutine, which processes them in batches of at most
 // MaxPollRecords. A task's transaction stays open across batches for
@@ -36,14 +38,39 @@
 //
 // # Rebalances
 //
-// On assignment the new partitions are paused and each new task's producer
-// fences the previous owner; the main loop then restores each task's store
-// from its changelog partition and resumes its partitions. Partition
-// positions come from the group's committed offsets, which the client reads
-// with require-stable semantics after the fence. On revocation (or loss)
-// every task finishes its in-flight batch and commits what it processed
-// (records still queued are dropped; the next owner reads them again), then
-// every task is torn down. Errors inside group callbacks end Run.
+// Rebalances are incremental (KIP-429's cooperative protocol): only the
+// tasks that move are stopped and started; every other task keeps its
+// worker, producer, store and open transaction and goes on processing
+// while the group rebalances. A task that moves from one instance to
+// another is first revoked (in a rebalance of its own) and then assigned
+// (in the rebalance its previous owner's rejoin starts), so no two
+// instances hold it at once.
+//
+// On revocation (or loss) of a task its worker finishes its in-flight
+// chunk and commits what the task processed (its open transaction, or the
+// offsets of an interval that wrote nothing; records still queued are
+// dropped and the next owner reads them again), a restore of it in
+// progress is cut short, and it is closed. On assignment the new
+// partitions are paused and each new task's producer fences the previous
+// owner, before the client fetches the new partitions' committed offsets
+// (require-stable, so they are those of the previous owner's last
+// transaction); the task then restores its store from its changelog
+// beside the running tasks (one restore at a time) and its partitions
+// resume. Rebalance callbacks run between polls (kgo's
+// BlockRebalanceOnPoll): no polled records are in the main loop's hands
+// while they run, and fetching pauses for as long as they take (a fence,
+// a revoked task's commit), while the workers go on with what they
+// queued. Errors inside group callbacks end Run.
+//
+// The balance is computed by the group's leader (client side), not by the
+// broker (KIP-848): broker-side assignors see only subscriptions and owned
+// partitions, while the balancer also weighs the changelog offsets of the
+// stores each member holds locally, for standby replicas and to send a
+// moving task where its store is closest to the end. An instance of an
+// earlier version (eager range assignment) shares no protocol with this
+// one and cannot join the same group: upgrade by stopping every instance
+// of the old version first, or run the new version under a new
+// application id.
 //
 // # State directory
 //
@@ -76,10 +103,14 @@
 // the other's standby).
 //
 // Which instance keeps which standby is decided by the group's balancer
-// and handed to each member with its assignment; the member reports the
-// changelog offsets of the stores it holds open (its tasks' and its
-// standbys') in its join metadata. With the range balancer no standbys
-// are assigned, and Run logs a warning when StandbyReplicas is set.
+// (internal/group; never the task's owner, never two standbys of a task
+// on one member, the members furthest ahead in the task's changelog
+// first) and handed to each member with its assignment; each member
+// reports the changelog offsets of the stores it holds open (its tasks'
+// and its standbys') in its join metadata, so a task that must move goes
+// to a member with a warm standby of it. The standby set is applied after
+// every assignment and revocation: a task revoked here may become a
+// standby here, reusing the store it just closed.
 //
 // # Errors
 //

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk/internal/batch"
@@ -25,9 +26,7 @@ func (rn *run) loop(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err := rn.initPending(ctx); err != nil {
-			return err
-		}
+		rn.startRestores(ctx)
 
 		pollCtx, cancel := context.WithCancel(ctx)
 		stop := make(chan struct{})
@@ -71,9 +70,11 @@ func (rn *run) distribute(fetches kgo.Fetches) error {
 		}
 		w := rn.workers[p.Partition]
 		if w == nil {
-			// Cannot happen with eager range assignment and rebalances
-			// blocked while records are handed out; a record here
-			// would be silently skipped, so stop instead.
+			// Cannot happen: a partition resumes only once its task
+			// runs, and a revocation (blocked while records are handed
+			// out) drops the partition's buffered records before the
+			// task is released. A record here would be silently
+			// skipped, so stop instead.
 			r := p.Records[0]
 			err = fmt.Errorf("runner: fetched topic %s partition %d offset %d, which no running task owns", r.Topic, r.Partition, r.Offset)
 			return
@@ -100,6 +101,9 @@ type worker struct {
 	done   chan struct{} // closed when the worker exited
 
 	stopOnce sync.Once
+	// retryAt: an offsets-only commit met a rebalance and is tried again
+	// from then on (see commit).
+	retryAt time.Time
 	// first is the first offset per input topic of what the task
 	// processed and did not commit (for BatchTimeoutError).
 	first map[string]int64
@@ -198,6 +202,9 @@ func (w *worker) work() error {
 		p := w.t.Pending()
 		if p.Offsets != nil {
 			due := p.Since.Add(c.CommitInterval)
+			if !p.Txn && w.retryAt.After(due) {
+				due = w.retryAt
+			}
 			if p.Txn {
 				// Commit before the broker's transaction timeout could
 				// abort the transaction under a chunk and its commit.
@@ -334,18 +341,53 @@ func (w *worker) commit() error {
 	for topic, off := range p.Offsets {
 		offsets[topic] = map[int32]kgo.EpochOffset{w.t.Partition(): {Epoch: -1, Offset: off}}
 	}
+	stopping := w.stopping()
+	if !stopping {
+		// A running task's commit may meet a rebalance of the
+		// cooperative group: the client holds commits back while it
+		// joins and syncs (which lasts until every member rejoined), and
+		// the coordinator may answer REBALANCE_IN_PROGRESS or
+		// ILLEGAL_GENERATION around it. The task keeps its partitions
+		// (a revocation stops the worker first), so it waits a little,
+		// then goes on processing and tries again: the offsets stay
+		// pending, and join the next transaction if a later batch writes
+		// something.
+		var cancelWait context.CancelFunc
+		ctx, cancelWait = context.WithTimeout(ctx, directCommitWait)
+		defer cancelWait()
+	}
 	if err := w.rn.commitDirect(ctx, offsets); err != nil {
+		if !stopping && rebalancing(err) {
+			w.retryAt = time.Now().Add(directCommitWait)
+			w.rn.r.cfg.Logger.Debug("offsets-only commit deferred by a rebalance", "partition", w.t.Partition(), "err", err)
+			return nil
+		}
 		w.rn.r.cfg.Metrics.Aborted(w.t.Partition(), "commit", err)
 		return fmt.Errorf("runner: task %d: %w", w.t.Partition(), err)
 	}
+	w.retryAt = time.Time{}
 	st := w.t.OffsetsCommitted()
 	w.committed(&st, 0)
 	w.first = nil
 	return nil
 }
 
+// directCommitWait bounds how long a running task's offsets-only commit
+// waits for a rebalance before it is deferred.
+const directCommitWait = time.Second
+
+// rebalancing reports an offsets-only commit that failed because the group
+// was rebalancing.
+func rebalancing(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kerr.RebalanceInProgress) ||
+		errors.Is(err, kerr.IllegalGeneration)
+}
+
 // committed records a commit of the task's records in the metrics.
 func (w *worker) committed(st *task.Stats, d time.Duration) {
+	if hook := w.rn.r.ops.committed; hook != nil {
+		hook(w.t.Partition())
+	}
 	m := w.rn.r.cfg.Metrics
 	if m == nil {
 		return

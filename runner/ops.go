@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -55,7 +56,8 @@ const (
 	Restoring
 	// Running: every task of the instance is restored and fetching.
 	Running
-	// Rebalancing: the group moves tasks; nothing is processed.
+	// Rebalancing: the group moves tasks; the tasks that stay on this
+	// instance keep processing.
 	Rebalancing
 	// Stopping: Run's ctx was canceled; Run finishes the batch and leaves.
 	Stopping
@@ -123,6 +125,15 @@ type ops struct {
 	assigned  bool      // an assignment arrived since it started
 	restoring map[int32]time.Time
 	rn        *run
+	// starts counts, per task, the times this Runner started (fenced)
+	// it; tests read it.
+	starts map[int32]int
+	// committed, when set, is called after each commit of task n (a
+	// transaction or an offsets-only commit); benchmarks set it.
+	committed func(n int32)
+	// eager makes the group use kgo's eager range balancer, which every
+	// rebalance revokes every task with: a baseline for benchmarks.
+	eager bool
 
 	// qmu guards stores: queries hold it shared; the runner takes it
 	// exclusively before any store of a running task closes.
@@ -216,6 +227,24 @@ func (o *ops) rebalance(assigned bool) {
 	if o.state < Stopping {
 		o.setLocked(Rebalancing, nil)
 	}
+}
+
+// started records that task n was started (its producer fenced the
+// previous owner).
+func (o *ops) started(n int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.starts == nil {
+		o.starts = map[int32]int{}
+	}
+	o.starts[n]++
+}
+
+// taskStarts returns, per task, how often this Runner started it.
+func (o *ops) taskStarts() map[int32]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.starts)
 }
 
 // tasks records the running and pending tasks; the caller holds the batch

@@ -15,59 +15,73 @@ import (
 	"github.com/flechtwerk/flechtwerk/task"
 )
 
-// initPending restores every pending task and resumes its partitions. A
-// revocation cuts a restore short; the revocation then tears it down.
-func (rn *run) initPending(ctx context.Context) error {
+// restore is the restore of one pending task, on its own goroutine.
+type restore struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the goroutine exited
+}
+
+// startRestores starts the restore of every pending task that has none
+// yet (the main loop calls it; ctx is Run's). Restores run one at a time,
+// in task order, beside the processing of the running tasks: a task that
+// did not move never waits for another one's restore.
+func (rn *run) startRestores(ctx context.Context) {
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
 	ns := make([]int32, 0, len(rn.pending))
 	for n := range rn.pending {
-		ns = append(ns, n)
+		if rn.restores[n] == nil {
+			ns = append(ns, n)
+		}
 	}
 	slices.Sort(ns)
-	// Resume the restored tasks' partitions together, once all restores
-	// ended (no batch runs before that anyway: this holds the batch lock).
-	// Resumed one by one, the first would start a fetch that long-polls
-	// (FetchMaxWait, 5s by default) on partitions without new records,
-	// and the partitions resumed after it would wait for that fetch.
-	var ready []int32
-	defer rn.r.ops.tasks(rn.tasks, rn.pending)
-	defer func() {
-		if len(ready) > 0 {
-			rn.consumer.ResumeFetchPartitions(rn.topicPartitions(ready...))
-		}
-	}()
 	for _, n := range ns {
 		t := rn.pending[n]
-		rn.rmu.Lock()
-		if rn.revoking {
-			rn.rmu.Unlock()
-			return nil
-		}
 		rctx, cancel := context.WithCancel(ctx)
-		rn.cancelRestore = cancel
-		rn.rmu.Unlock()
-		rctx = rn.r.ops.restoreContext(rctx, n)
-		err := t.Restore(rctx, rn.adm)
-
-		rn.rmu.Lock()
-		rn.cancelRestore = nil
-		revoked := rn.revoking
-		rn.rmu.Unlock()
-		cancel()
-		if err != nil {
-			if revoked || ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("runner: %w", err)
-		}
-		delete(rn.pending, n)
-		rn.tasks[n] = t
-		rn.workers[n] = rn.startWorker(t)
-		ready = append(ready, n)
-		rn.r.cfg.Logger.Info("task running", "partition", n)
+		r := &restore{cancel: cancel, done: make(chan struct{})}
+		rn.restores[n] = r
+		rn.restoreWG.Add(1)
+		go func() {
+			defer rn.restoreWG.Done()
+			defer close(r.done)
+			defer cancel()
+			rn.runRestore(rctx, n, t, r)
+		}()
 	}
-	return nil
+}
+
+// runRestore restores t and, unless it was revoked meanwhile, makes it a
+// running task: its worker starts and its partitions resume.
+func (rn *run) runRestore(ctx context.Context, n int32, t *task.Task, r *restore) {
+	var err error
+	select {
+	case rn.restoreSlot <- struct{}{}:
+		err = t.Restore(rn.r.ops.restoreContext(ctx, n), rn.adm)
+		<-rn.restoreSlot
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+
+	rn.mu.Lock()
+	defer rn.mu.Unlock()
+	if rn.restores[n] == r {
+		delete(rn.restores, n)
+	}
+	if rn.pending[n] != t {
+		return // revoked: the revocation closes t once this returned
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			rn.setFatal(fmt.Errorf("runner: %w", err))
+		}
+		return // Run is ending
+	}
+	delete(rn.pending, n)
+	rn.tasks[n] = t
+	rn.workers[n] = rn.startWorker(t)
+	rn.r.ops.tasks(rn.tasks, rn.pending)
+	rn.consumer.ResumeFetchPartitions(rn.topicPartitions(n))
+	rn.r.cfg.Logger.Info("task running", "partition", n)
 }
 
 func (rn *run) topicPartitions(ns ...int32) map[string][]int32 {
@@ -78,10 +92,12 @@ func (rn *run) topicPartitions(ns ...int32) map[string][]int32 {
 	return m
 }
 
-// onAssigned pauses the new partitions and fences their tasks' previous
-// owners. The fence runs here, before the client fetches the group's
-// committed offsets (require-stable), so those offsets are final. Restores
-// run in the main loop.
+// onAssigned pauses the newly assigned partitions and fences their tasks'
+// previous owners. The group is cooperative (group.Balancer): assigned
+// holds only what this member did not hold before, and the tasks it holds
+// already keep running. The fence runs here, before the client fetches
+// the group's committed offsets of the new partitions (require-stable),
+// so those offsets are final. Restores run beside the main loop.
 func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	c := &rn.r.cfg
 	rn.r.ops.rebalance(true)
@@ -89,18 +105,28 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 
 	held := group.Held(assigned)
 	var ns []int32
+	rn.mu.Lock()
 	for n, k := range held {
 		if n >= rn.partitions {
+			rn.mu.Unlock()
 			rn.setFatal(flechtwerk.Errorf(flechtwerk.CodePartitionMismatch, "topic "+strings.Join(c.InputTopics, ","),
 				"assigned partition %d, but the input topics had %d partitions at startup and the changelog has as many; adding partitions to inputs needs a state migration", n, rn.partitions))
 			return
 		}
 		if k != len(c.InputTopics) {
-			rn.setFatal(fmt.Errorf("runner: partition %d assigned for %d of %d input topics; the group must use range assignment over co-partitioned inputs (is another application using group %q?)", n, k, len(c.InputTopics), c.ApplicationID))
+			rn.mu.Unlock()
+			rn.setFatal(fmt.Errorf("runner: partition %d assigned for %d of %d input topics; the group must assign partition N of every co-partitioned input together (is another application using group %q?)", n, k, len(c.InputTopics), c.ApplicationID))
+			return
+		}
+		if rn.tasks[n] != nil || rn.pending[n] != nil {
+			// Starting the task again would fence the running one.
+			rn.mu.Unlock()
+			rn.setFatal(fmt.Errorf("runner: partition %d assigned again to the member that holds it (group %q)", n, c.ApplicationID))
 			return
 		}
 		ns = append(ns, n)
 	}
+	rn.mu.Unlock()
 	slices.Sort(ns)
 	// A standby of a task that starts here gives its store up first: the
 	// task opens it warm and replays only what the standby had not
@@ -142,10 +168,8 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 			errs = append(errs, s.err)
 			continue
 		}
-		if old := rn.pending[s.n]; old != nil {
-			old.Close()
-		}
 		rn.pending[s.n] = s.t
+		rn.r.ops.started(s.n)
 	}
 	rn.r.ops.tasks(rn.tasks, rn.pending)
 	rn.mu.Unlock()
@@ -156,56 +180,85 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 		rn.setFatal(fmt.Errorf("runner: starting tasks: %w", errors.Join(errs...)))
 		return
 	}
-	c.Logger.Info("partitions assigned", "partitions", ns)
+	if len(ns) > 0 {
+		c.Logger.Info("partitions assigned", "partitions", ns)
+	}
+	// Every assignment carries this member's standby tasks (kgo calls
+	// onAssigned after every sync, with nothing new assigned too).
 	rn.syncStandbys()
 	rn.poke()
 }
 
-// onRevoked tears every task down after it committed what it processed
-// (the main loop never holds a poll's records while it runs: rebalances are
-// blocked until they are handed out), and after cutting a restore short.
+// onRevoked releases the tasks of the revoked (or lost) partitions; the
+// others keep running, their workers, producers and open transactions
+// untouched. With the cooperative group, kgo calls it with what moves
+// away, with nothing at the end of every group session, and with
+// everything when the member leaves the group.
 func (rn *run) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
 	rn.r.ops.rebalance(false)
-	rn.rmu.Lock()
-	rn.revoking = true
-	if rn.cancelRestore != nil {
-		rn.cancelRestore()
+	ns := map[int32]bool{}
+	for _, ps := range revoked {
+		for _, p := range ps {
+			ns[p] = true
+		}
 	}
-	rn.rmu.Unlock()
-
-	rn.teardown()
+	if len(ns) == 0 {
+		return
+	}
+	rn.release(ns)
 	rn.syncStandbys() // a task revoked here may be a standby of this instance now
-
-	rn.rmu.Lock()
-	rn.revoking = false
-	rn.rmu.Unlock()
 	rn.r.cfg.Logger.Info("partitions revoked", "revoked", revoked)
 }
 
-// teardown stops every worker and waits for it: unless Run is failing, each
-// commits what its task processed (its queued records are dropped; their
-// offsets were never committed). Then it closes every task, aborting what
-// is still open. A worker's wait is bounded: a chunk by BatchTimeout (a
-// stuck transform is abandoned), a commit by BatchTimeout and its abort.
-func (rn *run) teardown() {
+// release stops the tasks in ns (every task when ns is nil). The worker of
+// each running task stops and, unless Run is failing, commits what its
+// task processed (its queued records are dropped; their offsets were
+// never committed, and the next owner reads them again); a restore in
+// progress is cut short. Then each task is closed, aborting what is still
+// open. A worker's wait is bounded: a chunk by BatchTimeout (a stuck
+// transform is abandoned), a commit by BatchTimeout and its abort.
+func (rn *run) release(ns map[int32]bool) {
+	var (
+		workers []*worker
+		tasks   []*task.Task
+		waits   []chan struct{}
+	)
 	rn.mu.Lock()
-	defer rn.mu.Unlock()
-	for _, w := range rn.workers {
-		w.requestStop()
-	}
 	for n, w := range rn.workers {
+		if ns == nil || ns[n] {
+			w.requestStop()
+			workers = append(workers, w)
+			delete(rn.workers, n)
+		}
+	}
+	for _, m := range []map[int32]*task.Task{rn.tasks, rn.pending} {
+		for n, t := range m {
+			if ns == nil || ns[n] {
+				tasks = append(tasks, t)
+				delete(m, n)
+			}
+		}
+	}
+	for n, r := range rn.restores {
+		if ns == nil || ns[n] {
+			r.cancel()
+			waits = append(waits, r.done)
+		}
+	}
+	rn.mu.Unlock()
+
+	for _, w := range workers {
 		<-w.done
-		delete(rn.workers, n)
 	}
-	rn.r.ops.tasks(nil, nil) // before any store closes: waits for running queries
+	for _, d := range waits {
+		<-d
+	}
+	rn.mu.Lock()
+	rn.r.ops.tasks(rn.tasks, rn.pending) // before any store closes: waits for running queries
+	rn.mu.Unlock()
 	var errs []error
-	for n, t := range rn.tasks {
+	for _, t := range tasks {
 		errs = append(errs, t.Close())
-		delete(rn.tasks, n)
-	}
-	for n, t := range rn.pending {
-		errs = append(errs, t.Close())
-		delete(rn.pending, n)
 	}
 	if err := errors.Join(errs...); err != nil {
 		rn.setFatal(fmt.Errorf("runner: closing tasks: %w", err))

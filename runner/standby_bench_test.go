@@ -77,7 +77,6 @@ func failover(b *testing.B, standby bool, keys int) {
 			WithConsumerOpts(kgo.HeartbeatInterval(200*time.Millisecond)),
 			WithLogger(slog.New(slog.NewTextHandler(l, nil))))
 		require.NoError(b, err)
-		r.standbySrc = everyTask(1)
 		rctx, cancel := context.WithCancel(ctx)
 		s := &standbyRun{r: r, log: l, cancel: cancel, done: make(chan struct{}), dir: dir}
 		go func() {

@@ -23,19 +23,13 @@ import (
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
-// standbyChildEnv makes the test binary a runner process (see TestMain):
-// "brokers|app|in|out|stateDir|logFile|partitions|standbyReplicas|id".
+// standbyChildEnv makes the test binary a runner process (see TestMain in
+// coop_test.go):
+// "brokers|app|in|out|stateDir|logFile|standbyReplicas|id".
 const standbyChildEnv = "FLECHTWERK_STANDBY_CHILD"
 
 // childSession is the session timeout of the child runners.
 const childSession = 3 * time.Second
-
-func TestMain(m *testing.M) {
-	if spec := os.Getenv(standbyChildEnv); spec != "" {
-		os.Exit(standbyChild(spec))
-	}
-	os.Exit(m.Run())
-}
 
 // standbyChild runs a counting transformer (output value "{count}@{id}")
 // with standbyReplicas standby replicas until it is killed, logging to its
@@ -43,9 +37,8 @@ func TestMain(m *testing.M) {
 func standbyChild(spec string) int {
 	p := strings.Split(spec, "|")
 	brokers, app, in, out, dir, logFile := p[0], p[1], p[2], p[3], p[4], p[5]
-	partitions, _ := strconv.Atoi(p[6])
-	replicas, _ := strconv.Atoi(p[7])
-	id := p[8]
+	replicas, _ := strconv.Atoi(p[6])
+	id := p[7]
 	f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -65,7 +58,6 @@ func standbyChild(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	r.standbySrc = everyTask(partitions)
 	if err := r.Run(context.Background()); err != nil {
 		fmt.Fprintln(f, "run failed:", err)
 		return 1
@@ -200,7 +192,7 @@ func spawnChild(t testing.TB, c *kafkatest.Cluster, dir, app, in, out string, re
 	p := &child{log: filepath.Join(dir, id+".log"), dir: filepath.Join(dir, id)}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	p.cmd.Env = append(os.Environ(), standbyChildEnv+"="+strings.Join([]string{
-		strings.Join(c.Brokers, ","), app, in, out, p.dir, p.log, "1", strconv.Itoa(replicas), id}, "|"))
+		strings.Join(c.Brokers, ","), app, in, out, p.dir, p.log, strconv.Itoa(replicas), id}, "|"))
 	p.cmd.Stderr = os.Stderr
 	require.NoError(t, p.cmd.Start())
 	t.Cleanup(func() {

@@ -19,19 +19,6 @@ import (
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
-// everyTask is a deterministic stand-in for the balancer's standby
-// assignment: a standby of every task (the runner drops those it runs).
-// With two instances that is StandbyReplicas(1).
-type everyTask int32
-
-func (n everyTask) Standbys() []int32 {
-	out := make([]int32, n)
-	for i := range out {
-		out[i] = int32(i)
-	}
-	return out
-}
-
 // syncLog is a log destination safe for concurrent writes.
 type syncLog struct {
 	mu sync.Mutex
@@ -59,7 +46,7 @@ type standbyRun struct {
 	dir    string // the state directory
 }
 
-func startStandbyRunner(t *testing.T, c *kafkatest.Cluster, app, in, out string, partitions int32) *standbyRun {
+func startStandbyRunner(t *testing.T, c *kafkatest.Cluster, app, in, out string) *standbyRun {
 	t.Helper()
 	counter := transformer.New(func(ctx context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
 		n++
@@ -73,7 +60,6 @@ func startStandbyRunner(t *testing.T, c *kafkatest.Cluster, app, in, out string,
 		WithConsumerOpts(kgo.HeartbeatInterval(200*time.Millisecond)),
 		WithLogger(slog.New(slog.NewTextHandler(l, nil))))
 	require.NoError(t, err)
-	r.standbySrc = everyTask(partitions)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &standbyRun{r: r, log: l, cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -113,9 +99,9 @@ func (s *standbyRun) stop(t *testing.T) {
 	require.NoError(t, s.err)
 }
 
-// TestStandbyTakesOverWarm: two instances with a standby of every task
-// they do not run (StandbyReplicas(1) for two instances). Each instance
-// keeps a standby of the other's task, caught up with the changelog. When
+// TestStandbyTakesOverWarm: two instances with StandbyReplicas(1) and two
+// tasks. The balancer gives each instance one task and a standby of the
+// other's task, caught up with the changelog. When
 // one instance stops, the other's standby gives its store up to the task
 // (Release before the task starts), whose restore replays only from where
 // the standby was, not the partition; the counts then continue exactly
@@ -149,10 +135,10 @@ func TestStandbyTakesOverWarm(t *testing.T) {
 		})
 	}
 
-	a := startStandbyRunner(t, c, app, in, out, partitions)
+	a := startStandbyRunner(t, c, app, in, out)
 	produce(300)
 	waitCommitted("a committed every input")
-	b := startStandbyRunner(t, c, app, in, out, partitions)
+	b := startStandbyRunner(t, c, app, in, out)
 
 	// Each instance runs one task and keeps a standby of the other's.
 	var aTask, bTask int32

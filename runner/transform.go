@@ -56,19 +56,40 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 	}
 
 	rn := &run{
-		r:          r,
-		adm:        adm,
-		base:       base,
-		changelog:  changelogTopic,
-		topicIDs:   topicIDs,
-		partitions: partitions,
-		tasks:      map[int32]*task.Task{},
-		pending:    map[int32]*task.Task{},
-		workers:    map[int32]*worker{},
-		sem:        make(chan struct{}, c.Concurrency),
-		wake:       make(chan struct{}, 1),
+		r:           r,
+		adm:         adm,
+		base:        base,
+		changelog:   changelogTopic,
+		topicIDs:    topicIDs,
+		partitions:  partitions,
+		tasks:       map[int32]*task.Task{},
+		pending:     map[int32]*task.Task{},
+		workers:     map[int32]*worker{},
+		restores:    map[int32]*restore{},
+		restoreSlot: make(chan struct{}, 1),
+		sem:         make(chan struct{}, c.Concurrency),
+		wake:        make(chan struct{}, 1),
 	}
-	if err := rn.startStandbys(r.standbySrc); err != nil {
+	// Cooperative: a rebalance stops only the tasks that move. The
+	// balancer places a task that moves where its store is furthest
+	// ahead (the members report the changelog offsets of the stores they
+	// hold) and hands out the standby tasks (StandbyReplicas).
+	var (
+		bal   kgo.GroupBalancer
+		stand standbyAssignment = r.standbySrc
+	)
+	if !r.ops.eager {
+		replicas := 0
+		if r.proc.Stateful() {
+			replicas = c.StandbyReplicas
+		}
+		b := group.NewBalancer(group.BalancerConfig{Standbys: replicas, Offsets: rn.changelogOffsets})
+		bal = b
+		if stand == nil {
+			stand = b
+		}
+	}
+	if err := rn.startStandbys(stand); err != nil {
 		return err
 	}
 	// The user's consumer options come first: the delivery settings
@@ -81,6 +102,7 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 		SessionTimeout: c.SessionTimeout,
 		OnAssigned:     rn.onAssigned,
 		OnRevoked:      rn.onRevoked,
+		Balancer:       bal, // nil: range (eager)
 		Delivery: []kgo.Opt{
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			// Markers of upstream transactions are returned so that the
@@ -104,11 +126,12 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 		// The workers see it and stop without committing.
 		rn.fatal.Set(runErr)
 	}
-	// Leave the group (this runs onRevoked, which commits what the tasks
-	// processed, unless Run fails, and tears them down), then make sure
-	// nothing is left open.
+	// Leave the group (this runs onRevoked with every task, which commits
+	// what the tasks processed, unless Run fails, and tears them down),
+	// then make sure nothing is left open.
 	consumer.Close()
-	rn.teardown()
+	rn.release(nil)
+	rn.restoreWG.Wait()
 	if err := rn.closeStandbys(); err != nil {
 		rn.fatal.Set(err)
 	}
@@ -129,21 +152,21 @@ type run struct {
 	partitions int32
 	sem        chan struct{}
 
-	// mu guards tasks, pending and workers; it is held while records are
-	// handed out, while a task restores and while the tasks are torn down.
-	mu      sync.Mutex
-	tasks   map[int32]*task.Task // restored and fetching
-	pending map[int32]*task.Task // fenced, waiting for restore
-	workers map[int32]*worker    // of tasks
+	// mu guards tasks, pending, workers and restores; it is held while
+	// records are handed out and while a task changes state, never
+	// across a restore, a commit or a transform.
+	mu       sync.Mutex
+	tasks    map[int32]*task.Task // restored and fetching
+	pending  map[int32]*task.Task // fenced, waiting for or in restore
+	workers  map[int32]*worker    // of tasks
+	restores map[int32]*restore   // of pending tasks, while running
+	// restoreSlot lets one restore run at a time; restoreWG counts the
+	// restore goroutines.
+	restoreSlot chan struct{}
+	restoreWG   sync.WaitGroup
 
 	// commitMu serializes the group member's offset commits.
 	commitMu sync.Mutex
-
-	// rmu guards revoking and cancelRestore, so that a revocation can cut a
-	// restore short instead of waiting for it under mu.
-	rmu           sync.Mutex
-	revoking      bool
-	cancelRestore context.CancelFunc
 
 	// standby holds the standby replicas (StandbyReplicas).
 	standby standbys

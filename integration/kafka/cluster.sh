@@ -50,21 +50,6 @@ note() { echo "cluster.sh: $*" >&2; }
 
 NODES=3
 
-# Prints n distinct free TCP ports on 127.0.0.1, space separated.
-free_ports_n() {
-  python3 - "$1" <<'PY'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-for s in socks:
-    s.close()
-PY
-}
-
 jvm_opts() {
   local nd="$1"
   printf '%s\n' "-Xmx${FLECHTWERK_KAFKA_CLUSTER_HEAP:-448m}" -Xms96m -XX:+UseG1GC \
@@ -193,19 +178,8 @@ wait_ready() {
 }
 
 cmd_cluster_start() {
-  local dir="" tv=2 owner=""
-  while (($#)); do
-    case "$1" in
-      --transaction-version) (($# >= 2)) || die "--transaction-version needs a value"; tv="$2"; shift 2 ;;
-      --owner-pid) (($# >= 2)) || die "--owner-pid needs a value"; owner="$2"; shift 2 ;;
-      -*) die "start: unknown option $1" ;;
-      *) [[ -z "$dir" ]] || die "start: unexpected argument $1"; dir="$1"; shift ;;
-    esac
-  done
-  [[ -n "$dir" ]] || die "usage: cluster.sh start <dir> [--transaction-version 0|1|2] [--owner-pid PID]"
-  [[ "$tv" =~ ^[012]$ ]] || die "--transaction-version must be 0, 1 or 2 (got $tv)"
-  [[ -z "$owner" || "$owner" =~ ^[0-9]+$ ]] || die "--owner-pid must be a pid (got $owner)"
-  command -v python3 >/dev/null || die "python3 not found"
+  parse_start_args "cluster.sh start <dir> [--transaction-version 0|1|2] [--owner-pid PID]" "$@"
+  local dir="$START_DIR" tv="$START_TV" owner="$START_OWNER"
   command -v "$JAVA" >/dev/null || die "java ($JAVA) not found"
   cmd_fetch
 
@@ -233,7 +207,7 @@ cmd_cluster_start() {
   local attempt
   for attempt in 1 2 3; do
     local -a ports
-    read -r -a ports <<<"$(free_ports_n $((4 * NODES)))"
+    read -r -a ports <<<"$(free_ports $((4 * NODES)))"
     : >"$dir/nodes"
     local voters="" boot="" proxied=""
     for ((id = 1; id <= NODES; id++)); do
@@ -293,41 +267,12 @@ cmd_start_node() {
   wait_ready "$dir" "$id" || die "node $id of $dir did not start again"
 }
 
-# stop_pids <seconds> <pid>...: CONT+TERM all, KILL what is left after grace.
-stop_pids() {
-  local grace="$1" pid i
-  shift
-  (($#)) || return 0
-  for pid in "$@"; do
-    kill -CONT "$pid" 2>/dev/null || true
-    kill -TERM "$pid" 2>/dev/null || true
-  done
-  for ((i = 0; i < grace * 5; i++)); do
-    local left=0
-    for pid in "$@"; do alive "$pid" && left=1; done
-    ((left)) || break
-    sleep 0.2
-  done
-  for pid in "$@"; do
-    if alive "$pid"; then
-      note "node pid $pid did not stop within ${grace}s; sending KILL"
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-  done
-  for ((i = 0; i < 50; i++)); do
-    local left=0
-    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && left=1; done
-    ((left)) || break
-    sleep 0.1
-  done
-}
-
 cmd_stop_node() {
   (($# == 2)) || die "usage: cluster.sh stop-node <dir> <id>"
   local dir id="$2"
   dir="$(cd "$1" && pwd)"
   if node_running "$dir" "$id"; then
-    stop_pids 10 "$(node_pid "$dir" "$id")"
+    stop_pids TERM 10 "$(node_pid "$dir" "$id")"
   fi
   rm -f "$dir/node-$id/kafka.pid"
 }
@@ -341,7 +286,7 @@ cmd_nodes_stop() {
     id="${id#node-}"
     if node_running "$dir" "$id"; then pids+=("$(node_pid "$dir" "$id")"); fi
   done
-  stop_pids 10 "${pids[@]}"
+  stop_pids TERM 10 "${pids[@]}"
   rm -f "$dir"/node-*/kafka.pid
 }
 

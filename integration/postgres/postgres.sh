@@ -45,6 +45,9 @@ OS_USER="${FLECHTWERK_PG_OS_USER:-postgres}"
 die() { echo "postgres.sh: $*" >&2; exit 1; }
 note() { echo "postgres.sh: $*" >&2; }
 
+# shellcheck source=../lib.sh
+source "$SCRIPT_DIR/../lib.sh"
+
 # Prints the directory holding initdb, pg_ctl and postgres, or nothing.
 find_bin() {
   if [[ -n "${PG_BIN:-}" ]]; then
@@ -89,30 +92,8 @@ cmd_install() {
   printf '%s\n' "$bin"
 }
 
-free_port() {
-  python3 - <<'PY'
-import socket
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])
-s.close()
-PY
-}
-
-# True while the process runs (zombies count as gone).
-alive() {
-  local pid="$1" state
-  kill -0 "$pid" 2>/dev/null || return 1
-  state="$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null || true)"
-  [[ "$state" != "Z" ]]
-}
-
 # True if pid is the postmaster of this data dir (guards against pid reuse).
-is_our_server() {
-  local pid="$1" data="$2"
-  [[ -r "/proc/$pid/cmdline" ]] || return 1
-  tr '\0' '\n' <"/proc/$pid/cmdline" | grep -qxF "$data"
-}
+is_our_server() { cmdline_has "$1" "$2"; }
 
 # as_user CMD...: run CMD as the server's system user (ourselves unless root).
 as_user() {
@@ -132,18 +113,8 @@ ensure_os_user() {
 }
 
 cmd_start() {
-  local workdir="" owner=""
-  while (($#)); do
-    case "$1" in
-      --owner-pid) (($# >= 2)) || die "--owner-pid needs a value"; owner="$2"; shift 2 ;;
-      --owner-pid=*) owner="${1#*=}"; shift ;;
-      -*) die "start: unknown option $1" ;;
-      *) [[ -z "$workdir" ]] || die "start: unexpected argument $1"; workdir="$1"; shift ;;
-    esac
-  done
-  [[ -n "$workdir" ]] || die "usage: postgres.sh start <workdir> [--owner-pid PID]"
-  [[ -z "$owner" || "$owner" =~ ^[0-9]+$ ]] || die "--owner-pid must be a pid (got $owner)"
-  command -v python3 >/dev/null || die "python3 not found"
+  START_NO_TV=1 parse_start_args "postgres.sh start <workdir> [--owner-pid PID]" "$@"
+  local workdir="$START_DIR" owner="$START_OWNER"
 
   local bin
   bin="$(cmd_install)"
@@ -187,7 +158,7 @@ EOF
 
   local timeout="${FLECHTWERK_PG_START_TIMEOUT:-60}" attempt port="" ok=""
   for attempt in 1 2 3; do
-    port="$(free_port)"
+    port="$(free_ports 1)"
     # pg_ctl starts the postmaster detached, stdin from /dev/null and output
     # to the log, so a caller capturing our stdout does not wait for it.
     if as_user "$bin/pg_ctl" -D "$data" -l "$workdir/postgres.log" -o "-p $port" \
@@ -222,14 +193,7 @@ EOF
   fi
 
   if [[ -n "$owner" ]]; then
-    # Watchdog: stop the server once the owner process is gone.
-    # shellcheck disable=SC2016 # expanded by the inner bash
-    setsid bash -c '
-      owner="$1"; pid="$2"; script="$3"; workdir="$4"
-      while kill -0 "$owner" 2>/dev/null && kill -0 "$pid" 2>/dev/null; do sleep 1; done
-      kill -0 "$pid" 2>/dev/null && exec bash "$script" stop "$workdir"
-    ' postgres-watchdog "$owner" "$pid" "$SCRIPT_DIR/postgres.sh" "$workdir" \
-      </dev/null >/dev/null 2>&1 &
+    watchdog postgres-watchdog "$owner" "$pid" "$SCRIPT_DIR/postgres.sh" "$workdir"
   fi
 
   local url="postgres://$DB_USER@127.0.0.1:$port/$DB_USER"
@@ -257,24 +221,8 @@ cmd_stop() {
   if [[ -n "$bin" ]]; then
     as_user "$bin/pg_ctl" -D "$data" -m fast -w -t 20 stop >/dev/null 2>&1 || true
   fi
-  if alive "$pid"; then
-    kill -INT "$pid" 2>/dev/null || true # fast shutdown
-    local i
-    for ((i = 0; i < 100; i++)); do
-      alive "$pid" || break
-      sleep 0.2
-    done
-  fi
-  if alive "$pid"; then
-    note "server pid $pid did not stop within 20s; sending KILL"
-    kill -KILL "$pid" 2>/dev/null || true
-    local i
-    for ((i = 0; i < 50; i++)); do
-      alive "$pid" || break
-      sleep 0.1
-    done
-    alive "$pid" && die "server pid $pid survived KILL"
-  fi
+  # Still up: SIGINT is the postmaster's fast shutdown.
+  alive "$pid" && stop_pids INT 20 "$pid"
   rm -f "$workdir/postgres.pid"
 }
 

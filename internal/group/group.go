@@ -1,5 +1,3 @@
-// Package group builds the options of the runners' consumer group members,
-// in one place for the transformer runner and the extractor.
 package group
 
 import (
@@ -29,19 +27,26 @@ type Member struct {
 	// Delivery are further options of the runner (isolation level, reset
 	// offset, rebalance blocking); they win over the user's too.
 	Delivery []kgo.Opt
+	// Balancer is the group's only balancer; nil is kgo's eager
+	// RangeBalancer.
+	Balancer kgo.GroupBalancer
 }
 
 // Opts returns the options of a group member: base (seed brokers, logger,
 // the user's client options), then user (the user's consumer options), then
 // the member's delivery settings. franz-go applies options in order, so the
-// delivery settings — range assignment, no auto-commit, the partition
+// delivery settings — the balancer, no auto-commit, the partition
 // callbacks, the session — always win over an option the user passed.
 func Opts(base, user []kgo.Opt, m Member) []kgo.Opt {
+	bal := m.Balancer
+	if bal == nil {
+		bal = kgo.RangeBalancer()
+	}
 	opts := slices.Concat(base, user)
 	opts = append(opts,
 		kgo.ConsumerGroup(m.Group),
 		kgo.ConsumeTopics(m.Topics...),
-		kgo.Balancers(kgo.RangeBalancer()),
+		kgo.Balancers(bal),
 		kgo.DisableAutoCommit(),
 		kgo.SessionTimeout(m.SessionTimeout),
 		// kgo refuses a heartbeat interval at or above the session
@@ -55,8 +60,8 @@ func Opts(base, user []kgo.Opt, m Member) []kgo.Opt {
 }
 
 // Held counts, per partition number, how many of the group's topics an
-// assignment gives this member: range assignment over co-partitioned
-// topics gives each held number once per topic.
+// assignment gives this member: range assignment and Balancer over
+// co-partitioned topics give each held number once per topic.
 func Held(assigned map[string][]int32) map[int32]int {
 	held := map[int32]int{}
 	for _, ps := range assigned {

@@ -44,6 +44,19 @@ func TestDeliverySettingsWin(t *testing.T) {
 	cl.OptValue(kgo.OnPartitionsAssigned).(group.Callback)(context.Background(), cl, nil)
 	require.True(t, assigned, "the runner's partition callback is the one installed")
 
+	// The transformer's balancer replaces range assignment, also over
+	// the user's.
+	cl2, err := kgo.NewClient(group.Opts(nil, user, group.Member{
+		Group: "app", Topics: []string{"t"}, SessionTimeout: 6 * time.Second,
+		Balancer: group.NewBalancer(group.BalancerConfig{}),
+	})...)
+	require.NoError(t, err)
+	defer cl2.Close()
+	bs = cl2.OptValue(kgo.Balancers).([]kgo.GroupBalancer)
+	require.Len(t, bs, 1)
+	require.Equal(t, group.Protocol, bs[0].ProtocolName())
+	require.True(t, bs[0].IsCooperative())
+
 	// An option that contradicts a delivery setting is refused, never
 	// silently applied.
 	_, err = kgo.NewClient(group.Opts(nil, []kgo.Opt{kgo.AutoCommitMarks()}, group.Member{
