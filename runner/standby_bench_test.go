@@ -98,8 +98,7 @@ func failover(b *testing.B, standby bool, keys int) {
 	// After the rebalance one of them runs the task; the other one takes
 	// it over.
 	kafkatest.WaitFor(b, 5*time.Minute, "the task runs on one of the two", func() bool {
-		return bb.r.Ready() == nil && a.r.Ready() == nil && strings.Contains(bb.log.String(), "partitions assigned") &&
-			a.runs(0) != bb.runs(0)
+		return bb.r.Ready() == nil && a.r.Ready() == nil && stableWith(c, app, 2) && a.runs(0) != bb.runs(0)
 	})
 	newID := "b"
 	if bb.runs(0) {
@@ -264,19 +263,13 @@ func failoverKill(b *testing.B, standby bool, keys int) {
 	kafkatest.WaitFor(b, 5*time.Minute, "a runs the task", func() bool {
 		return strings.Contains(a.logs(), `msg="task running" partition=0`)
 	})
-	mark := len(a.logs())
 	bc := spawnChild(b, c, dir, app, in, out, replicas, "b")
-	var owner, survivor *child
-	var survivorID string
-	kafkatest.WaitFor(b, 5*time.Minute, "the task runs after the second one joined", func() bool {
-		switch {
-		case strings.Contains(bc.logs(), `msg="task running" partition=0`):
-			owner, survivor, survivorID = bc, a, "a"
-		case strings.Contains(a.logs()[mark:], `msg="task running" partition=0`):
-			owner, survivor, survivorID = a, bc, "b"
-		}
-		return owner != nil
-	})
+	kafkatest.WaitFor(b, 5*time.Minute, "both in the group", func() bool { return stableWith(c, app, 2) })
+	// The balance is sticky: a keeps the task unless it moved to b.
+	owner, survivor, survivorID := a, bc, "b"
+	if strings.Contains(bc.logs(), `msg="task running" partition=0`) {
+		owner, survivor, survivorID = bc, a, "a"
+	}
 	if standby {
 		kafkatest.WaitFor(b, 5*time.Minute, "the survivor's standby restored", func() bool {
 			return strings.Contains(survivor.logs(), `msg="standby restored" partition=0`)
@@ -356,4 +349,16 @@ func failoverKill(b *testing.B, standby bool, keys int) {
 	b.ReportMetric(float64(records), "replayed")
 	fmt.Printf("standby SIGKILL failover bench (%s, %d keys of 100 bytes, standby %v): kill of the owner to the first committed output of the new owner %v, less the %v session timeout %v; its restore replayed %d records (offsets %s..%s, full %s) in %s\n",
 		c.Kind(), keys, standby, took.Round(time.Millisecond), childSession, (took - childSession).Round(time.Millisecond), records, m[2], m[3], m[4], m[5])
+}
+
+// stableWith reports whether group is stable with n members.
+func stableWith(c *kafkatest.Cluster, group string, n int) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	gs, err := c.Adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return false
+	}
+	g, ok := gs[group]
+	return ok && g.Err == nil && g.State == "Stable" && len(g.Members) == n
 }
