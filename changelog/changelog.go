@@ -234,7 +234,8 @@ func unusable(cp store.Checkpoint, ok bool, id [16]byte, start, end int64, reten
 	case cp.Time.IsZero():
 		return "the checkpoint has no time"
 	}
-	if age := now.Sub(cp.Time); age > retention-retention/10 {
+	if !Trusted(cp.Time, retention, now) {
+		age := now.Sub(cp.Time)
 		return fmt.Sprintf("the checkpoint is %v old, close to or beyond delete.retention.ms %v (deleted keys may have lost their tombstones)",
 			age.Round(time.Millisecond), retention)
 	}
@@ -253,6 +254,24 @@ func NextOffset(recs []*kgo.Record, topic string, partition int32) (int64, bool)
 		}
 	}
 	return next, ok
+}
+
+// Describe returns the ID of topic, fresh from the cluster, and its
+// delete.retention.ms: how long a tombstone stays readable, the age beyond
+// which Recover does not trust a checkpoint.
+func Describe(ctx context.Context, adm *kadm.Client, topic string) (id [16]byte, deleteRetention time.Duration, err error) {
+	id, deleteRetention, err = describe(ctx, adm, topic)
+	if err != nil {
+		err = fmt.Errorf("changelog: describing %s: %w", topic, err)
+	}
+	return id, deleteRetention, err
+}
+
+// Trusted reports whether a checkpoint written at cp (its Time) is young
+// enough against deleteRetention at now to replay from: Recover's rule,
+// with a tenth of the retention kept for the replay and for clocks.
+func Trusted(cp time.Time, deleteRetention time.Duration, now time.Time) bool {
+	return !cp.IsZero() && now.Sub(cp) <= deleteRetention-deleteRetention/10
 }
 
 // defaultDeleteRetention is Kafka's default delete.retention.ms.

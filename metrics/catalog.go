@@ -55,6 +55,7 @@ const (
 	ExtractorPages      = "flechtwerk_extractor_pages_total"
 	ExtractorPollTime   = "flechtwerk_extractor_poll_duration_seconds"
 	ExtractorCursorAge  = "flechtwerk_extractor_cursor_age_seconds"
+	StandbyLag          = "flechtwerk_standby_lag_offsets"
 )
 
 var catalog = []Metric{
@@ -78,7 +79,7 @@ var catalog = []Metric{
 	{TaskRestarts, Counter, "restarts", []string{"partition"}, "Times a task was closed dirty after a transient broker error of its transaction (or of its start or restore) and re-initialized in place (fenced, restored, re-positioned at the committed offsets) without ending Run. Transformer."},
 	{Rebalances, Counter, "rebalances", nil, "Group rebalances this instance took part in (a revocation or an assignment that started one)."},
 	{RebalanceDuration, Histogram, "seconds", nil, "Time from the start of a rebalance until every assigned task was restored and fetching."},
-	{Tasks, Gauge, "tasks", []string{"state"}, "Tasks (or extractor tokens) of this instance by state: running, restoring, standby (always 0: there are no standby replicas)."},
+	{Tasks, Gauge, "tasks", []string{"state"}, "Tasks (or extractor tokens) of this instance by state: running, restoring, standby (standby replicas this instance keeps of tasks it does not run; see runner.StandbyReplicas)."},
 	{RestoreRecords, Counter, "records", []string{"partition"}, "Changelog records applied by restores."},
 	{RestoreRemaining, Gauge, "offsets", []string{"partition"}, "Changelog offsets left to read by the restore of a task (0 once restored)."},
 	{RestoreProgress, Gauge, "ratio", []string{"partition"}, "Fraction of the changelog partition's offsets a restore has read (1 once restored)."},
@@ -86,6 +87,7 @@ var catalog = []Metric{
 	{ConsumerLag, Gauge, "records", []string{"topic", "partition"}, "Last stable offset minus the group's committed offset, per input partition of a task this instance runs; computed at scrape time (at most once per second, one ListOffsets and one OffsetFetch). Transformer."},
 	{StoreEntries, Gauge, "entries", []string{"partition"}, "Keys in the store of a running task, counted at scrape time (at most once per 30s per store)."},
 	{StoreBytes, Gauge, "bytes", []string{"partition"}, "Disk space of the store of a running task (Pebble DiskSpaceUsage)."},
+	{StandbyLag, Gauge, "offsets", []string{"partition"}, "Changelog offsets the store of a standby replica of this instance is behind its changelog partition's last stable offset: what a failover of the task to this instance would replay; computed at scrape time (at most once per second, one ListOffsets). Transformer."},
 	{ConfigEntries, Gauge, "entries", nil, "Live configs in the config table. Extractor."},
 	{ExtractorPolls, Counter, "polls", []string{"partition"}, "Polls that ended (partition is the token). Extractor."},
 	{ExtractorPollErrors, Counter, "polls", []string{"partition"}, "Polls that ended with an error (they end Run). Extractor."},

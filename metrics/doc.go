@@ -39,6 +39,7 @@
 //	flechtwerk_consumer_lag_records{topic,partition}     gauge      LSO minus committed offset
 //	flechtwerk_store_entries{partition}                  gauge      keys in a task's store
 //	flechtwerk_store_bytes{partition}                    gauge      disk space of a task's store
+//	flechtwerk_standby_lag_offsets{partition}            gauge      LSO minus a standby replica's checkpoint
 //	flechtwerk_config_entries                            gauge      live configs (extractor)
 //	flechtwerk_extractor_polls_total{partition}          counter    polls ended
 //	flechtwerk_extractor_poll_errors_total{partition}    counter    polls failed
@@ -48,10 +49,11 @@
 //
 // Values that need I/O or a scan are computed when the registry is
 // gathered, from the running Run: the lag (one ListOffsets and one
-// OffsetFetch, at most once per second), store entries (a key count, at
-// most once per 30s per store) and bytes, the config entries and cursor
-// age. Records, bytes, state writes and policy counts are counted when the
-// transaction (or the offsets-only commit) that holds them commits. Hot-path
+// OffsetFetch, at most once per second), the standby lag (one more
+// ListOffsets), store entries (a key count, at most once per 30s per
+// store) and bytes, the config entries and cursor age. Records, bytes,
+// state writes and policy counts are counted when the transaction (or the
+// offsets-only commit) that holds them commits. Hot-path
 // hooks cost a few observations per chunk and a few counter adds per
 // commit, not per record (see BenchmarkHooks in internal/metrics).
 //

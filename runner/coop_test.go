@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(coopChildEnv); spec != "" {
 		os.Exit(coopChild(spec))
 	}
+	if spec := os.Getenv(standbyChildEnv); spec != "" {
+		os.Exit(standbyChild(spec))
+	}
 	os.Exit(m.Run())
 }
 

@@ -11,7 +11,7 @@
 // loop and the per-task workers), rebalance.go (group callbacks, per-task
 // release and restores),
 // commit.go (offsets of intervals that wrote nothing), stores.go
-// (StoreRetention).
+// (StoreRetention), standby.go (StandbyReplicas).
 //
 //	r, err := runner.New(counter,
 //		runner.SeedBrokers("localhost:9092"),
@@ -104,6 +104,37 @@
 // counted (Stats.TaskRestarts). A task failing for longer than TaskTimeout
 // without a commit, or a member that cannot rejoin for that long, ends Run
 // with a *TaskTimeoutError.
+//
+// # Standby replicas
+//
+// With StandbyReplicas(n), instances keep warm copies of the stores of
+// tasks they do not run (package internal/standby): each standby tails its
+// task's changelog partition with read_committed isolation, one consumer
+// client (no group) per instance for all its standbys, and applies every
+// committed record to the store in the instance's state directory, the
+// store's checkpoint moving in the same Pebble batch; records of aborted
+// or open transactions are never applied. A standby starts like a task's
+// restore (warm from the store's checkpoint when it is usable, else wiped
+// and restored in full) and never ends. Before a task starts on an
+// instance that keeps a standby of it, the standby is released (its store
+// closed and unlocked) and the task opens the store warm: its restore
+// replays only the standby's lag. Standbys write nothing to Kafka. A
+// standby whose position fell out of the partition's range or whose
+// changelog was recreated is wiped and restored; any other error of a
+// standby ends Run, naming the changelog topic and partition. Standbys
+// hold their stores' locks: instances that share a state directory must
+// not run standbys (a task moving to one would find its store locked by
+// the other's standby).
+//
+// Which instance keeps which standby is decided by the group's balancer
+// (internal/group; never the task's owner, never two standbys of a task
+// on one member, the members furthest ahead in the task's changelog
+// first) and handed to each member with its assignment; each member
+// reports the changelog offsets of the stores it holds open (its tasks'
+// and its standbys') in its join metadata, so a task that must move goes
+// to a member with a warm standby of it. The standby set is applied after
+// every assignment and revocation: a task revoked here may become a
+// standby here, reusing the store it just closed.
 //
 // # Errors
 //

@@ -383,3 +383,7 @@ func (s source) Stores(fn func(int32, *store.Store)) {
 }
 
 func (source) Configs() (int, func([]byte) bool) { return 0, nil }
+
+func (s source) StandbyLag(ctx context.Context) (map[int32]int64, error) {
+	return s.rn.standbyLag(ctx)
+}

@@ -144,6 +144,30 @@ func CommitMaxBytes(n int64) Opt {
 	return only(config.Transformer, "CommitMaxBytes", func(c *config.Options) { c.CommitMaxBytes = n })
 }
 
+// StandbyReplicas sets how many standby replicas of each task the group
+// keeps (Kafka Streams' num.standby.replicas). A standby replica is a warm
+// copy of a task's store on an instance that does not run the task: it
+// tails the task's changelog partition with read_committed isolation
+// (never an aborted or uncommitted write) and applies each committed
+// record to the store in its state directory, moving the store's
+// checkpoint with it. When the task moves to that instance, its restore
+// replays only what the standby had not applied yet instead of the whole
+// changelog partition. Standbys write nothing to Kafka (no producer, no
+// transaction, no offsets).
+//
+// It is meaningful with at least n+1 instances: each standby of a task
+// lives on an instance other than the task's owner and other than its
+// other standbys. A standby costs the instance a store's disk space and
+// the changelog traffic of its task; one consumer client per instance
+// tails all of its standby partitions. Which instance keeps which standby
+// is decided by the group's balancer, which also hands a task that must
+// move to the member whose store for it is furthest ahead. Default 0: no
+// standbys. n > 0 needs a stateful transformer and a state directory.
+// Transformer only.
+func StandbyReplicas(n int) Opt {
+	return only(config.Transformer, "StandbyReplicas", func(c *config.Options) { c.StandbyReplicas = n })
+}
+
 // Concurrency bounds how many state-key buckets run their transforms at the
 // same time, across all tasks (default 64), or how many polls of an
 // extractor run at the same time, across all configs and tokens (default

@@ -149,6 +149,15 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 	}
 	rn.mu.Unlock()
 	slices.Sort(ns)
+	// A standby of a task that starts here gives its store up first: the
+	// task opens it warm and replays only what the standby had not
+	// applied.
+	for _, n := range ns {
+		if err := rn.releaseStandby(n); err != nil {
+			rn.setFatal(err)
+			return
+		}
+	}
 
 	type started struct {
 		n   int32
@@ -189,6 +198,9 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 		c.Logger.Info("partitions assigned", "partitions", ns)
 	}
 	rn.groupJoined()
+	// Every assignment carries this member's standby tasks (kgo calls
+	// onAssigned after every sync, with nothing new assigned too).
+	rn.syncStandbys()
 	rn.poke()
 }
 
@@ -209,6 +221,7 @@ func (rn *run) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]
 		return
 	}
 	rn.release(ns)
+	rn.syncStandbys() // a task revoked here may be a standby of this instance now
 	rn.r.cfg.Logger.Info("partitions revoked", "revoked", revoked)
 }
 

@@ -32,6 +32,9 @@ type Runner struct {
 	snk     sinkstage.Sink    // a sink
 	started atomic.Bool
 	ops     ops
+	// standbySrc tells the member its standby tasks (StandbyReplicas);
+	// nil: none are handed out.
+	standbySrc standbyAssignment
 }
 
 // ErrRunTwice is returned by a second call of Run on the same Runner.

@@ -79,9 +79,27 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 		seeks:       map[int32]map[string]kgo.EpochOffset{},
 		failing:     map[int32]*failing{},
 	}
-	var bal kgo.GroupBalancer = group.NewBalancer(group.BalancerConfig{})
-	if r.ops.eager {
-		bal = nil // range
+	// Cooperative: a rebalance stops only the tasks that move. The
+	// balancer places a task that moves where its store is furthest
+	// ahead (the members report the changelog offsets of the stores they
+	// hold) and hands out the standby tasks (StandbyReplicas).
+	var (
+		bal   kgo.GroupBalancer
+		stand standbyAssignment = r.standbySrc
+	)
+	if !r.ops.eager {
+		replicas := 0
+		if r.proc.Stateful() {
+			replicas = c.StandbyReplicas
+		}
+		b := group.NewBalancer(group.BalancerConfig{Standbys: replicas, Offsets: rn.changelogOffsets})
+		bal = b
+		if stand == nil {
+			stand = b
+		}
+	}
+	if err := rn.startStandbys(stand); err != nil {
+		return err
 	}
 	// The user's consumer options come first: the delivery settings
 	// come last and win (group.Opts).
@@ -94,9 +112,7 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 		OnAssigned:     rn.onAssigned,
 		OnRevoked:      rn.onRevoked,
 		OnLost:         rn.onLost,
-		// Cooperative: a rebalance stops only the tasks that move.
-		// No standbys yet (standbys 0, no local offsets).
-		Balancer: bal,
+		Balancer:       bal, // nil: range (eager)
 		Delivery: []kgo.Opt{
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 			// Markers of upstream transactions are returned so that the
@@ -109,6 +125,7 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 	consumerOpts = append(consumerOpts, r.ops.consumerOpts()...)
 	consumer, err := kgo.NewClient(consumerOpts...)
 	if err != nil {
+		rn.closeStandbys()
 		return fmt.Errorf("runner: consumer: %w", err)
 	}
 	rn.consumer = consumer
@@ -126,6 +143,9 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 	consumer.Close()
 	rn.release(nil)
 	rn.restoreWG.Wait()
+	if err := rn.closeStandbys(); err != nil {
+		rn.fatal.Set(err)
+	}
 	if runErr != nil {
 		return runErr
 	}
@@ -173,6 +193,9 @@ type run struct {
 
 	// commitMu serializes the group member's offset commits.
 	commitMu sync.Mutex
+
+	// standby holds the standby replicas (StandbyReplicas).
+	standby standbys
 
 	fatal latch.Latch
 	wake  chan struct{}

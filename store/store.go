@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -94,6 +95,9 @@ type Store struct {
 	lock   *dirLock
 	cp     Checkpoint
 	hasCP  bool
+	// next mirrors cp.Next for Next, which other goroutines call while
+	// the store's writer applies batches (-1: no checkpoint).
+	next atomic.Int64
 }
 
 // Open takes the exclusive lock of dir, then opens the store there. The
@@ -177,6 +181,7 @@ func (s *Store) openExisting() (string, error) {
 		return reason, nil
 	}
 	s.db, s.cp, s.hasCP = db, cp, hasCP
+	s.setNext()
 	return "", nil
 }
 
@@ -237,6 +242,7 @@ func (s *Store) create() error {
 		return err
 	}
 	s.db, s.cp, s.hasCP = db, Checkpoint{}, false
+	s.setNext()
 	return nil
 }
 
@@ -343,7 +349,27 @@ func (s *Store) applyCheckpoint(ws []Write, cp Checkpoint, sync *pebble.WriteOpt
 		return err
 	}
 	s.cp, s.hasCP = cp, true
+	s.setNext()
 	return nil
+}
+
+// setNext publishes the checkpoint's offset for Next.
+func (s *Store) setNext() {
+	if s.hasCP {
+		s.next.Store(s.cp.Next)
+	} else {
+		s.next.Store(-1)
+	}
+}
+
+// Next returns the offset of the store's last written checkpoint (see
+// Checkpoint), and false when none was written. Unlike Checkpoint it is
+// safe to call concurrently with every other method, e.g. by a group
+// member reporting how far this instance's stores are while their tasks
+// commit.
+func (s *Store) Next() (int64, bool) {
+	n := s.next.Load()
+	return n, n >= 0
 }
 
 func (s *Store) apply(ws []Write, cp *Checkpoint, sync *pebble.WriteOptions) error {

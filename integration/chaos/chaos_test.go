@@ -106,6 +106,9 @@ func summary(h *harness, res result) string {
 	if res.timedOut {
 		b.WriteString(" timeout=true")
 	}
+	if h.cfg.standby > 0 {
+		fmt.Fprintf(&b, " standby=%d", h.cfg.standby)
+	}
 	restarts, rejoins := h.fleet.recoveries()
 	fmt.Fprintf(&b, " offsets_exact=%t stops=%d exits=%d task_restarts=%d rejoins=%d processor=%s seed=%d elapsed=%v",
 		res.offsetsExact, h.stops, len(h.fleet.unexpectedExits()), restarts, rejoins, h.cfg.processor, h.cfg.seed, time.Since(h.begun).Round(100*time.Millisecond))

@@ -38,6 +38,8 @@
 //
 // Sizes come from the environment: CHAOS_RECORDS (default 20000),
 // CHAOS_KILLS (6), CHAOS_ZOMBIES (1), CHAOS_STOPS (1), CHAOS_PROCESSES (3),
+// CHAOS_STANDBY (0; n runs every sequencer with n standby replicas,
+// -standby-replicas n, and adds standby=n to the summary),
 // CHAOS_PARTITIONS (6), CHAOS_KEYS (60), CHAOS_SESSION_TIMEOUT (3s),
 // CHAOS_DURATION (how long the feeder paces the inputs; scaled with the
 // faults), CHAOS_TIMEOUT (scaled with the size), CHAOS_SEED,

@@ -34,6 +34,7 @@ type config struct {
 	kills      int
 	zombies    int
 	stops      int
+	standby    int // standby replicas of every processor (StandbyReplicas)
 	session    time.Duration
 	duration   time.Duration // over which the feeder paces the inputs
 	timeout    time.Duration
@@ -57,10 +58,14 @@ func loadConfig(t testing.TB, processor string) config {
 		kills:      envInt(t, "CHAOS_KILLS", 6),
 		zombies:    envInt(t, "CHAOS_ZOMBIES", 1),
 		stops:      envInt(t, "CHAOS_STOPS", 1),
+		standby:    envInt(t, "CHAOS_STANDBY", 0),
 		session:    envDuration(t, "CHAOS_SESSION_TIMEOUT", 3*time.Second),
 		seed:       uint64(envInt(t, "CHAOS_SEED", int(time.Now().UnixNano()%1e9))),
 	}
 	cfg.extra = strings.Fields(os.Getenv("CHAOS_PROCESSOR_ARGS"))
+	if cfg.standby > 0 && processor == "sequencer" {
+		cfg.extra = append(cfg.extra, "-standby-replicas", strconv.Itoa(cfg.standby))
+	}
 	faults := time.Duration(cfg.kills + cfg.zombies + cfg.stops)
 	cfg.duration = envDuration(t, "CHAOS_DURATION", max(10*time.Second, faults*(cfg.session+2*time.Second)))
 	// Generous: a healthy run needs a fraction of this.

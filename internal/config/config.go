@@ -76,6 +76,9 @@ type Options struct {
 	CommitInterval   time.Duration
 	CommitMaxRecords int
 	CommitMaxBytes   int64
+	// StandbyReplicas is how many standby replicas of each task the
+	// group keeps (on instances that do not run it).
+	StandbyReplicas int
 
 	// Extractor only.
 	ConfigTopics []string
@@ -201,6 +204,14 @@ func (o *Options) Validate(kind Kind, stateful bool) error {
 		}
 		if stateful && o.StateDir == "" {
 			bad(flechtwerk.CodeInvalidOption, "StateDir", "a stateful transformer needs a state directory")
+		}
+		switch {
+		case o.StandbyReplicas < 0:
+			bad(flechtwerk.CodeInvalidOption, "StandbyReplicas", "must be 0 or positive, is %d", o.StandbyReplicas)
+		case o.StandbyReplicas > 0 && !stateful:
+			bad(flechtwerk.CodeInvalidOption, "StandbyReplicas", "%d standby replicas of a stateless transformer: it has no state to keep warm", o.StandbyReplicas)
+		case o.StandbyReplicas > 0 && o.StateDir == "":
+			bad(flechtwerk.CodeInvalidOption, "StandbyReplicas", "standby replicas keep their stores in the state directory, and StateDir is empty")
 		}
 		errs = append(errs, o.validateInvalidRecords()...)
 	case Extractor:

@@ -41,12 +41,14 @@ type Recorder struct {
 	polls, pollErrors, pages            *prometheus.CounterVec
 	pollTime                            prometheus.Histogram
 	lagDesc, entriesDesc, bytesDesc     *prometheus.Desc
+	standbyLagDesc                      *prometheus.Desc
 	configDesc, cursorAgeDesc           *prometheus.Desc
 
 	mu      sync.Mutex
 	src     Source
 	lag     map[TP]int64
 	lagAt   time.Time
+	sbLag   map[int32]int64
 	entries map[int32]cachedCount
 	cursors map[string]time.Time // config key -> end of its last successful poll
 }
@@ -74,6 +76,13 @@ type Source interface {
 	// Configs returns the number of live configs and whether key is one
 	// (an extractor; nil for a transformer).
 	Configs() (n int, live func(key []byte) bool)
+}
+
+// StandbySource is a Source of a run with standby replicas.
+type StandbySource interface {
+	// StandbyLag returns, per standby task, the changelog offsets its
+	// store is behind the last stable offset.
+	StandbyLag(ctx context.Context) (map[int32]int64, error)
 }
 
 // New registers the catalog on reg with the constant label
@@ -134,6 +143,7 @@ func New(reg prometheus.Registerer, app string) (*Recorder, error) {
 	r.pollTime = hist(pub.ExtractorPollTime, secs)
 	r.lagDesc, r.entriesDesc, r.bytesDesc = desc(pub.ConsumerLag), desc(pub.StoreEntries), desc(pub.StoreBytes)
 	r.configDesc, r.cursorAgeDesc = desc(pub.ConfigEntries), desc(pub.ExtractorCursorAge)
+	r.standbyLagDesc = desc(pub.StandbyLag)
 	errs = append(errs, reg.Register(scrape{r}))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -268,6 +278,13 @@ func (r *Recorder) Tasks(running, restoring int) {
 	r.tasks.WithLabelValues("restoring").Set(float64(restoring))
 }
 
+// Standbys sets the gauge of standby tasks.
+func (r *Recorder) Standbys(n int) {
+	if r != nil {
+		r.tasks.WithLabelValues("standby").Set(float64(n))
+	}
+}
+
 // Rebalanced records a rebalance that started; its duration once every
 // assigned task runs.
 func (r *Recorder) Rebalanced() {
@@ -346,11 +363,11 @@ func (r *Recorder) Attach(s Source) (detach func()) {
 		return func() {}
 	}
 	r.mu.Lock()
-	r.src, r.lag = s, nil
+	r.src, r.lag, r.sbLag = s, nil, nil
 	r.mu.Unlock()
 	return func() {
 		r.mu.Lock()
-		r.src, r.lag = nil, nil
+		r.src, r.lag, r.sbLag = nil, nil, nil
 		r.mu.Unlock()
 	}
 }
@@ -360,7 +377,7 @@ type scrape struct{ r *Recorder }
 
 func (s scrape) Describe(ch chan<- *prometheus.Desc) {
 	r := s.r
-	for _, d := range []*prometheus.Desc{r.lagDesc, r.entriesDesc, r.bytesDesc, r.configDesc, r.cursorAgeDesc} {
+	for _, d := range []*prometheus.Desc{r.lagDesc, r.entriesDesc, r.bytesDesc, r.configDesc, r.cursorAgeDesc, r.standbyLagDesc} {
 		ch <- d
 	}
 }
@@ -378,10 +395,18 @@ func (s scrape) Collect(ch chan<- prometheus.Metric) {
 	if time.Since(r.lagAt) >= time.Second {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		lag, err := r.src.Lag(ctx)
-		cancel()
 		if err == nil {
 			r.lag, r.lagAt = lag, time.Now()
 		}
+		if sb, ok := r.src.(StandbySource); ok {
+			if l, err := sb.StandbyLag(ctx); err == nil {
+				r.sbLag = l
+			}
+		}
+		cancel()
+	}
+	for p, l := range r.sbLag {
+		ch <- prometheus.MustNewConstMetric(r.standbyLagDesc, prometheus.GaugeValue, float64(l), part(p))
 	}
 	for tp, l := range r.lag {
 		ch <- prometheus.MustNewConstMetric(r.lagDesc, prometheus.GaugeValue, float64(l), tp.Topic, part(tp.Partition))

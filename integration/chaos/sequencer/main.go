@@ -58,6 +58,7 @@ func main() {
 		work           = flag.Duration("work", 0, "simulated work per record (widens the mid-batch window)")
 		logLevel       = flag.String("log-level", "info", "debug, info, warn or error")
 		deadLetter     = flag.String("dead-letter", "", "dead-letter topic: a value that is not a number is an invalid record sent there (default: it ends Run)")
+		standby        = flag.Int("standby-replicas", 0, "standby replicas of every task (runner.StandbyReplicas)")
 	)
 	flag.Parse()
 
@@ -101,6 +102,9 @@ func main() {
 	}
 	if *commitInterval > 0 {
 		opts = append(opts, runner.CommitInterval(*commitInterval))
+	}
+	if *standby > 0 {
+		opts = append(opts, runner.StandbyReplicas(*standby))
 	}
 	if *deadLetter != "" {
 		opts = append(opts, runner.InvalidRecords(runner.DeadLetter(*deadLetter)))

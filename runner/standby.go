@@ -1,0 +1,148 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/flechtwerk/flechtwerk/internal/standby"
+)
+
+// standbyAssignment tells a member which tasks it keeps standby replicas
+// of: the group's balancer decides it with the assignment and hands it to
+// each member with its partitions.
+type standbyAssignment interface {
+	// Standbys returns this member's standby tasks of the current
+	// generation; tasks the member runs among them are ignored.
+	Standbys() []int32
+}
+
+// standbys is the standby side of a run: the replicas this instance keeps
+// of tasks it does not run (see StandbyReplicas).
+type standbys struct {
+	mgr *standby.Manager // nil: no standby replicas
+	src standbyAssignment
+
+	mu   sync.Mutex // serializes sync
+	held []int32    // the standby tasks last set
+}
+
+// startStandbys starts the standby manager when StandbyReplicas asks for
+// replicas; src is where the member learns its standby tasks.
+func (rn *run) startStandbys(src standbyAssignment) error {
+	c := &rn.r.cfg
+	if c.StandbyReplicas == 0 || !rn.r.proc.Stateful() {
+		return nil
+	}
+	if src == nil {
+		c.Logger.Warn("runner: StandbyReplicas is set, but the group's range balancer assigns no standby tasks: no standby replicas are kept",
+			"standby_replicas", c.StandbyReplicas)
+		return nil
+	}
+	mgr, err := standby.New(standby.Config{
+		ApplicationID:      c.ApplicationID,
+		Changelog:          rn.changelog,
+		StateDir:           c.StateDir,
+		Admin:              rn.adm,
+		KafkaOpts:          rn.base,
+		TransactionTimeout: c.TransactionTimeout,
+		OnError:            func(err error) { rn.setFatal(fmt.Errorf("runner: %w", err)) },
+		Logger:             c.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("runner: %w", err)
+	}
+	rn.standby.mgr, rn.standby.src = mgr, src
+	return nil
+}
+
+// releaseStandby stops this instance's standby of task n, if any, so that
+// the task opens its store warm. Called before the task starts.
+func (rn *run) releaseStandby(n int32) error {
+	if rn.standby.mgr == nil {
+		return nil
+	}
+	if err := rn.standby.mgr.Release(n); err != nil {
+		return fmt.Errorf("runner: %w", err)
+	}
+	return nil
+}
+
+// syncStandbys sets the standby tasks to what the assignment says, less
+// the tasks this instance runs (their stores are the tasks'). Called from
+// the group callbacks, after the tasks changed.
+func (rn *run) syncStandbys() {
+	s := &rn.standby
+	if s.mgr == nil || s.src == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rn.mu.Lock()
+	var want []int32
+	for _, n := range s.src.Standbys() {
+		if rn.tasks[n] == nil && rn.pending[n] == nil && n >= 0 && n < rn.partitions {
+			want = append(want, n)
+		}
+	}
+	rn.mu.Unlock()
+	slices.Sort(want)
+	want = slices.Compact(want)
+	if slices.Equal(want, s.held) {
+		return
+	}
+	if err := s.mgr.Set(want); err != nil {
+		rn.setFatal(fmt.Errorf("runner: %w", err))
+		return
+	}
+	s.held = want
+	rn.r.cfg.Metrics.Standbys(len(want))
+}
+
+// closeStandbys stops every standby and closes their stores.
+func (rn *run) closeStandbys() error {
+	if rn.standby.mgr == nil {
+		return nil
+	}
+	err := rn.standby.mgr.Close()
+	rn.r.cfg.Metrics.Standbys(0)
+	if err != nil {
+		return fmt.Errorf("runner: %w", err)
+	}
+	return nil
+}
+
+// changelogOffsets returns, per task whose store this instance holds open,
+// the changelog offset the store reflects (its checkpoint): the running
+// tasks' and the standby replicas'. A member reports it to the group's
+// balancer, which gives a task that must move to the member that is
+// furthest ahead in it (the shortest restore). Safe to call from any
+// goroutine while Run runs.
+func (rn *run) changelogOffsets() map[int32]int64 {
+	out := map[int32]int64{}
+	if rn.standby.mgr != nil {
+		maps.Copy(out, rn.standby.mgr.Offsets())
+	}
+	o := &rn.r.ops
+	o.qmu.RLock()
+	for n, st := range o.stores {
+		if st == nil {
+			continue
+		}
+		if next, ok := st.Next(); ok {
+			out[n] = next
+		}
+	}
+	o.qmu.RUnlock()
+	return out
+}
+
+// standbyLag is the scrape-time lag of the standby replicas.
+func (rn *run) standbyLag(ctx context.Context) (map[int32]int64, error) {
+	if rn.standby.mgr == nil {
+		return nil, nil
+	}
+	return rn.standby.mgr.Lag(ctx)
+}
