@@ -353,3 +353,16 @@ func requireOffsets(t testing.TB, c *kafkatest.Cluster, group, topic string, wan
 	}
 	require.Equal(t, want, got, "committed offsets of group %s on %s", group, topic)
 }
+
+// settledEnd waits until partition p of topic has no transaction pending
+// (its last stable offset reached its end: every marker written; EndTxn
+// returns before the markers are) and returns that offset.
+func settledEnd(t testing.TB, c *kafkatest.Cluster, topic string, p int32) int64 {
+	t.Helper()
+	var end int64
+	kafkatest.WaitFor(t, 30*time.Second, fmt.Sprintf("no transaction pending on %s/%d", topic, p), func() bool {
+		end = lastStable(t, c, topic, p)
+		return end == c.EndOffsets(t, topic)[p]
+	})
+	return end
+}

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,7 +49,7 @@ func TestStandbyReleaseThenTaskReplaysOnlyLag(t *testing.T) {
 	require.NoError(t, m.Set([]int32{0}))
 	caughtUp := func() {
 		t.Helper()
-		end := lastStable(t, c, topic, 0)
+		end := settledEnd(t, c, topic, 0)
 		kafkatest.WaitFor(t, 30*time.Second, "standby at the last stable offset", func() bool {
 			select {
 			case err := <-errs:
@@ -58,8 +59,12 @@ func TestStandbyReleaseThenTaskReplaysOnlyLag(t *testing.T) {
 			return m.Offsets()[0] == end
 		})
 	}
+	// The store's checkpoint reaches the end with the restore's last batch,
+	// just before the restore reports.
+	kafkatest.WaitFor(t, 30*time.Second, "the standby's first restore", func() bool {
+		return strings.Contains(logs.String(), `msg="standby restored" partition=0`)
+	})
 	caughtUp()
-	require.Contains(t, logs.String(), `msg="standby restored" partition=0`)
 	require.Contains(t, logs.String(), "records=1000 ", "the first standby restore is full: %s", logs.String())
 	// Tailed, not restored: commits while the standby runs.
 	require.NoError(t, other.commitN(ctx, 1000, 5, 50))

@@ -191,15 +191,18 @@ func (w *worker) run() {
 		return
 	}
 	n := w.t.Partition()
+	// Read once: a revocation that lands between two reads would send a
+	// transient error to the default case.
+	stopping := w.stopping()
 	switch {
 	case w.rn.fatalErr() != nil:
 		return // Run ends anyway
-	case w.stopping() && w.rn.benign(err):
+	case stopping && w.rn.benign(err):
 		// A rebalance tears the task down: its transaction is aborted
 		// and the next owner reprocesses its records.
 		w.rn.r.cfg.Logger.Warn("task's last commit before a rebalance failed; its transaction is aborted, its records are reprocessed by the next owner",
 			"partition", n, "err", err)
-	case !w.stopping() && recoverable(err):
+	case !stopping && recoverable(err):
 		// Closed dirty and re-initialized by the main loop: no more
 		// records, the partitions paused until the re-seek.
 		w.mu.Lock()
@@ -210,7 +213,7 @@ func (w *worker) run() {
 			w.rn.consumer.PauseFetchPartitions(w.rn.topicPartitions(n))
 		}
 		w.mu.Unlock()
-		w.rn.requestRestart(n, err)
+		w.rn.requestRestart(n, w, err)
 	default:
 		w.rn.setFatal(err)
 	}

@@ -261,11 +261,16 @@ func (rn *run) release(ns map[int32]bool) {
 			delete(rn.restores, n) // a restore or a restart sees it was revoked
 		}
 	}
-	if ns == nil {
-		rn.forgetAll()
-	} else {
-		for n := range ns {
-			rn.forget(n)
+	// No restart of a released task from here on (restartTask sees it
+	// torn down); its queued request is forgotten after the waits below.
+	for n := range rn.restarting {
+		if ns == nil || ns[n] {
+			delete(rn.restarting, n)
+		}
+	}
+	for n := range rn.seeks {
+		if ns == nil || ns[n] {
+			delete(rn.seeks, n)
 		}
 	}
 	rn.mu.Unlock()
@@ -277,6 +282,15 @@ func (rn *run) release(ns map[int32]bool) {
 		<-d
 	}
 	rn.mu.Lock()
+	// After the waits: a worker that failed as it was stopped may have
+	// queued a restart of its task (requestRestart) meanwhile.
+	if ns == nil {
+		rn.forgetAll()
+	} else {
+		for n := range ns {
+			rn.forget(n)
+		}
+	}
 	rn.r.ops.tasks(rn.tasks, rn.pending) // before any store closes: waits for running queries
 	rn.mu.Unlock()
 	var errs []error

@@ -92,6 +92,7 @@ type failing struct {
 	since  time.Time // the first failure since the task's last commit
 	tries  int       // re-initializations since then
 	queued bool      // waiting for the main loop to re-initialize it
+	w      *worker   // the worker that failed (nil: a start or a restore)
 	next   time.Time // not before
 }
 
@@ -101,16 +102,17 @@ func restartBackoff(tries int) time.Duration {
 	return min(50*time.Millisecond<<min(tries, 10), 5*time.Second)
 }
 
-// requestRestart queues task n for re-initialization after cause (by its
-// worker, which then exits). The main loop does it (restartTask).
-func (rn *run) requestRestart(n int32, cause error) {
+// requestRestart queues task n for re-initialization after cause, by its
+// worker w as it exits (nil: a start or a restore that failed). The main
+// loop does it (restartTask).
+func (rn *run) requestRestart(n int32, w *worker, cause error) {
 	rn.fmu.Lock()
 	f := rn.failing[n]
 	if f == nil {
 		f = &failing{since: time.Now()}
 		rn.failing[n] = f
 	}
-	f.cause, f.queued = cause, true
+	f.cause, f.queued, f.w = cause, true, w
 	wait := restartBackoff(f.tries)
 	f.next = time.Now().Add(wait)
 	rn.fmu.Unlock()
@@ -168,6 +170,14 @@ func (rn *run) restartTask(ctx context.Context, n int32) error {
 		return nil
 	}
 	w := rn.workers[n]
+	if w != nil && w != f.w {
+		// A request of an earlier incarnation of the task (a
+		// revocation released it and it came back, running again):
+		// the task running now has not failed.
+		rn.forget(n)
+		rn.mu.Unlock()
+		return nil
+	}
 	if w == nil && rn.tasks[n] == nil && !rn.restarting[n] {
 		// Torn down by a rebalance since it failed.
 		rn.forget(n)
@@ -335,7 +345,7 @@ func (rn *run) restoreFailed(n int32, t *task.Task, err error) bool {
 		return false
 	}
 	rn.restarting[n] = true
-	rn.requestRestart(n, fmt.Errorf("runner: restoring task %d: %w", n, err))
+	rn.requestRestart(n, nil, fmt.Errorf("runner: restoring task %d: %w", n, err))
 	return true
 }
 
@@ -348,7 +358,7 @@ func (rn *run) startFailed(n int32, err error) bool {
 		return false
 	}
 	rn.restarting[n] = true
-	rn.requestRestart(n, err)
+	rn.requestRestart(n, nil, err)
 	return true
 }
 

@@ -89,14 +89,22 @@ func (m *Manager) view(t *testing.T, n int32) map[string]string {
 	return out
 }
 
+// lastStable waits until partition 0 of topic has no transaction pending
+// (its last stable offset reached its end: every marker is written, which
+// EndTxn does not wait for) and returns that offset.
 func lastStable(t *testing.T, c *kafkatest.Cluster, topic string) int64 {
 	t.Helper()
-	offs, err := c.Adm.ListCommittedOffsets(context.Background(), topic)
-	require.NoError(t, err)
-	o, ok := offs.Lookup(topic, 0)
-	require.True(t, ok)
-	require.NoError(t, o.Err)
-	return o.Offset
+	var lso int64
+	kafkatest.WaitFor(t, 30*time.Second, "no transaction pending on "+topic, func() bool {
+		offs, err := c.Adm.ListCommittedOffsets(context.Background(), topic)
+		require.NoError(t, err)
+		o, ok := offs.Lookup(topic, 0)
+		require.True(t, ok)
+		require.NoError(t, o.Err)
+		lso = o.Offset
+		return lso == c.EndOffsets(t, topic)[0]
+	})
+	return lso
 }
 
 // waitCaughtUp waits until standby 0 reflects the changelog up to its last
