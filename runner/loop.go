@@ -406,22 +406,51 @@ func (w *worker) commit() error {
 		// joins and syncs (which lasts until every member rejoined), and
 		// the coordinator may answer REBALANCE_IN_PROGRESS or
 		// ILLEGAL_GENERATION around it. The task keeps its partitions
-		// (a revocation stops the worker first), so it waits a little,
-		// then goes on processing and tries again: the offsets stay
-		// pending, and join the next transaction if a later batch writes
-		// something.
+		// (a revocation stops the worker first), so it waits for the
+		// answer, however long the rebalance takes, then goes on
+		// processing and tries again later: the offsets stay pending,
+		// and join the next transaction if a later batch writes
+		// something. It never gives up on a commit it may have sent
+		// (see below); a revocation or the end of Run stops the wait.
 		var cancelWait context.CancelFunc
-		ctx, cancelWait = context.WithTimeout(ctx, directCommitWait)
+		ctx, cancelWait = context.WithTimeout(context.Background(), w.rn.r.cfg.TaskTimeout)
 		defer cancelWait()
+		go func() {
+			select {
+			case <-w.stop:
+				cancelWait()
+			case <-ctx.Done():
+			}
+		}()
 	}
 	if err := w.rn.commitDirect(ctx, offsets); err != nil {
-		if !stopping && rebalancing(err) {
+		if !stopping && w.stopping() && errors.Is(err, context.Canceled) {
+			// Released while it waited: the next owner reads these
+			// records again (they wrote nothing); a commit of them
+			// still under way is valid or refused by the generation.
+			w.rn.r.cfg.Logger.Debug("offsets-only commit given up: the task is released", "partition", w.t.Partition())
+			return nil
+		}
+		if !stopping && (errors.Is(err, kerr.RebalanceInProgress) || errors.Is(err, kerr.IllegalGeneration)) {
 			w.retryAt = time.Now().Add(directCommitWait)
 			w.rn.r.cfg.Logger.Debug("offsets-only commit deferred by a rebalance", "partition", w.t.Partition(), "err", err)
 			return nil
 		}
 		w.rn.r.cfg.Metrics.Aborted(w.t.Partition(), "commit", err)
-		return &txnError{fmt.Errorf("runner: task %d: %w", w.t.Partition(), err)}
+		var answered *kerr.Error
+		if stopping || w.stopping() || errors.As(err, &answered) {
+			// The coordinator answered (nothing was written), or the
+			// task is being released: its member's generation ends
+			// before anyone commits this partition again, and a
+			// commit of it still under way is refused then.
+			return &txnError{fmt.Errorf("runner: task %d: %w", w.t.Partition(), err)}
+		}
+		// No answer: the request may still reach the coordinator and,
+		// checked against the member's generation that is still valid,
+		// overwrite a later commit of this partition (by a re-initialized
+		// task of this member). Run ends instead; the member leaves the
+		// group, which refuses the request from then on.
+		return fmt.Errorf("runner: task %d: offsets-only commit without an answer (it may still be applied): %w", w.t.Partition(), err)
 	}
 	w.retryAt = time.Time{}
 	st := w.t.OffsetsCommitted()
@@ -431,16 +460,9 @@ func (w *worker) commit() error {
 	return nil
 }
 
-// directCommitWait bounds how long a running task's offsets-only commit
-// waits for a rebalance before it is deferred.
+// directCommitWait is how long a running task waits to commit its offsets
+// again after a rebalance refused an offsets-only commit.
 const directCommitWait = time.Second
-
-// rebalancing reports an offsets-only commit that failed because the group
-// was rebalancing.
-func rebalancing(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kerr.RebalanceInProgress) ||
-		errors.Is(err, kerr.IllegalGeneration)
-}
 
 // committed records a commit of the task's records in the metrics.
 func (w *worker) committed(st *task.Stats, d time.Duration) {
