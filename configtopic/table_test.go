@@ -137,6 +137,14 @@ func TestTableTransactional(t *testing.T) {
 		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(`{"Limit":1}`)}).FirstErr())
 		require.NoError(t, cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)))
 	}
+	// EndTxn returns before the markers are written: the table is ready at
+	// the last stable offset it sees at startup, so wait for the last one.
+	kafkatest.WaitFor(t, 30*time.Second, "the last transaction's marker", func() bool {
+		lso, err := c.Adm.ListCommittedOffsets(ctx, topic)
+		require.NoError(t, err)
+		o, _ := lso.Lookup(topic, 0)
+		return o.Offset == c.EndOffsets(t, topic)[0]
+	})
 
 	tbl, err := configtopic.New[tenant](configtopic.SeedBrokers(c.Brokers...), configtopic.Topics(topic))
 	require.NoError(t, err)
