@@ -207,6 +207,7 @@ func TestInputTopicDeletedWhileRunning(t *testing.T) {
 		_, err := c.Adm.CreateTopic(ctx, partitions, -1, nil, in)
 		return err == nil
 	})
+	c.WaitTopic(t, in, partitions)
 	second := envInputs(in, "b", 40, 6, partitions)
 	c.Produce(t, second...)
 	rn = start(t, c, echoCounter(out, nil), runner.ApplicationID(app), runner.InputTopics(in),

@@ -102,6 +102,34 @@ func (c *Cluster) CreateTopic(t testing.TB, name string, partitions int32) {
 	defer cancel()
 	_, err := c.Adm.CreateTopic(ctx, partitions, -1, nil, name)
 	require.NoError(t, err, "create topic %s", name)
+	c.WaitTopic(t, name, partitions)
+}
+
+// WaitTopic waits until the broker's metadata lists topic with partitions
+// partitions, each with a leader. On Apache Kafka, CreateTopics answers
+// once the controller has the topic; a broker may serve metadata without
+// it for a moment after that, and a runner started in that moment would
+// rightly report the input topic missing.
+func (c *Cluster) WaitTopic(t testing.TB, topic string, partitions int32) {
+	t.Helper()
+	WaitFor(t, 30*time.Second, fmt.Sprintf("topic %s in the metadata with %d led partitions", topic, partitions), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		md, err := c.Adm.Metadata(ctx, topic)
+		if err != nil {
+			return false
+		}
+		td, ok := md.Topics[topic]
+		if !ok || td.Err != nil || int32(len(td.Partitions)) != partitions {
+			return false
+		}
+		for _, p := range td.Partitions {
+			if p.Err != nil || p.Leader < 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // Produce writes recs (non-transactionally, idempotent) and waits for them.
