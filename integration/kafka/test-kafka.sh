@@ -9,6 +9,7 @@
 #   GO                    go binary (default: go)
 #   KAFKA_TEST_VERSIONS   transaction versions to run (default: "2 1")
 #   CHAOS_RECORDS         records of the chaos run on the TV2 broker (default 100000)
+#   CHAOS_STANDBY         standby replicas in the chaos run on the TV2 broker (default 1)
 #   GOTEST_FLAGS          extra go test flags (default: -race)
 set -euo pipefail
 
@@ -38,13 +39,15 @@ for tv in $VERSIONS; do
   workdirs+=("$dir")
   brokers="$(bash "$KAFKA" start "$dir" --transaction-version "$tv" --owner-pid $$)"
   echo "==> Apache Kafka $KAFKA_VERSION (KRaft, transaction.version=$tv) at $brokers"
-  chaos=20000
-  if [[ "$tv" == 2 ]]; then chaos="${CHAOS_RECORDS:-100000}"; fi
+  # The TV2 pass runs the long chaos run, with one standby replica per
+  # task (warm restarts and cooperative rebalances are always on).
+  chaos=20000 standby=0
+  if [[ "$tv" == 2 ]]; then chaos="${CHAOS_RECORDS:-100000}" standby="${CHAOS_STANDBY:-1}"; fi
   log="$dir/go-test.log"
   # -v so the log shows every test that ran against this broker; the full
   # output is kept and printed on failure.
   # shellcheck disable=SC2086
-  if KAFKA_BROKERS="$brokers" CHAOS_RECORDS="$chaos" "$GO" test $GOTEST_FLAGS -count=1 -v -timeout 20m ./... >"$log" 2>&1; then
+  if KAFKA_BROKERS="$brokers" CHAOS_RECORDS="$chaos" CHAOS_STANDBY="$standby" "$GO" test $GOTEST_FLAGS -count=1 -v -timeout 20m ./... >"$log" 2>&1; then
     grep -E '^(--- |ok |FAIL|PASS$|chaos:|\s+[a-z_]+\.go:[0-9]+: broker: )' "$log" | grep -v ': broker: kfake' || true
     echo "==> transaction.version=$tv: all tests passed against Apache Kafka $KAFKA_VERSION"
   else
