@@ -353,7 +353,12 @@ func (w *worker) process(recs []*kgo.Record) error {
 		return fmt.Errorf("runner: %w", r.err)
 	}
 	transformed := time.Now()
-	if err := w.t.Add(ctx, r.b); err != nil {
+	// Joining the open transaction (AddOffsetsToTxn when it opens) has a
+	// deadline of its own: a transform that used most of the chunk's must
+	// not make the broker's answer time out.
+	actx, acancel := context.WithTimeout(context.Background(), c.BatchTimeout)
+	defer acancel()
+	if err := w.t.Add(actx, r.b); err != nil {
 		c.Metrics.Aborted(w.t.Partition(), "commit", err)
 		return &txnError{fmt.Errorf("runner: %w", err)}
 	}
