@@ -106,7 +106,7 @@ func summary(h *harness, res result) string {
 	if res.timedOut {
 		b.WriteString(" timeout=true")
 	}
-	if h.cfg.standby > 0 {
+	if h.cfg.standby > 0 && h.cfg.processor == "sequencer" { // the naive processor has no standbys
 		fmt.Fprintf(&b, " standby=%d", h.cfg.standby)
 	}
 	restarts, rejoins := h.fleet.recoveries()
