@@ -120,54 +120,9 @@ func failover(b *testing.B, standby bool, keys int) {
 	}
 
 	// Live traffic while the handover happens.
-	var (
-		stop     atomic.Bool
-		wg       sync.WaitGroup
-		produced atomic.Int64
-	)
-	pcl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
-	require.NoError(b, err)
-	defer pcl.Close()
-	wg.Go(func() {
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for i := 0; !stop.Load(); i++ {
-			<-tick.C
-			for j := range 2 {
-				pcl.Produce(ctx, &kgo.Record{Topic: in, Partition: 0, Key: fmt.Appendf(nil, "in-%d-%d", i, j)}, nil)
-			}
-			produced.Add(2)
-		}
-	})
+	stopFeed := feedTask(b, c, in)
 	time.Sleep(3 * time.Second)
-
-	// Outputs from now on.
-	ends := c.EndOffsets(b, out)
-	ocl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{out: {0: kgo.NewOffset().At(ends[0])}}))
-	require.NoError(b, err)
-	defer ocl.Close()
-	firstB := make(chan time.Time, 1)
-	octx, ocancel := context.WithCancel(ctx)
-	defer ocancel()
-	go func() {
-		for {
-			fs := ocl.PollFetches(octx)
-			if octx.Err() != nil {
-				return
-			}
-			found := false
-			fs.EachRecord(func(r *kgo.Record) {
-				if !found && string(r.Value) == newID {
-					found = true
-				}
-			})
-			if found {
-				firstB <- time.Now()
-				return
-			}
-		}
-	}()
+	firstB := firstOutput(b, c, out, func(v []byte) bool { return string(v) == newID })
 
 	before := len(bb.log.String())
 	stopped := time.Now()
@@ -181,20 +136,104 @@ func failover(b *testing.B, standby bool, keys int) {
 		b.Fatal("no output of b within 5 minutes of the handover")
 	}
 	took := first.Sub(stopped)
-	stop.Store(true)
-	wg.Wait()
+	stopFeed()
 
-	logs := bb.log.String()[before:]
-	m := regexp.MustCompile(`msg="task restored" partition=0 changelog=\S+ records=(\d+) from=(\d+) to=(\d+) full=(\w+)(?: reason="[^"]*")? took=(\S+)`).FindStringSubmatch(logs)
-	require.NotNil(b, m, "b's restore: %s", logs)
-	records, _ := strconv.Atoi(m[1])
+	rs := taskRestored(b, bb.log.String()[before:])
 	if !standby {
-		require.Equal(b, "true", m[4], "a cold takeover restores in full: %s", m[0])
+		require.True(b, rs.full, "a cold takeover restores in full: %s", rs.line)
 	}
 	b.ReportMetric(took.Seconds(), "s/failover")
-	b.ReportMetric(float64(records), "replayed")
-	fmt.Printf("standby failover bench (%s, %d keys of 100 bytes, standby %v): stop of the owner to the first committed output of the new owner %v; its restore replayed %d records (offsets %s..%s, full %s) in %s\n",
-		c.Kind(), keys, standby, took.Round(time.Millisecond), records, m[2], m[3], m[4], m[5])
+	b.ReportMetric(float64(rs.records), "replayed")
+	fmt.Printf("standby failover bench (%s, %d keys of 100 bytes, standby %v): stop of the owner to the first committed output of the new owner %v; its restore: %s\n",
+		c.Kind(), keys, standby, took.Round(time.Millisecond), rs)
+}
+
+// feedTask produces about 2000 records/s to partition 0 of in until the
+// returned stop is called.
+func feedTask(b *testing.B, c *kafkatest.Cluster, in string) (stop func()) {
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
+	require.NoError(b, err)
+	var (
+		stopped atomic.Bool
+		wg      sync.WaitGroup
+	)
+	wg.Go(func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for i := 0; !stopped.Load(); i++ {
+			<-tick.C
+			for j := range 2 {
+				pcl.Produce(context.Background(), &kgo.Record{Topic: in, Partition: 0, Key: fmt.Appendf(nil, "in-%d-%d", i, j)}, nil)
+			}
+		}
+	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			stopped.Store(true)
+			wg.Wait()
+			pcl.Close()
+		})
+	}
+	b.Cleanup(stop)
+	return stop
+}
+
+// firstOutput reads partition 0 of out (read_committed) from its end
+// offset now and sends the time the first record whose value match
+// accepts arrived.
+func firstOutput(b *testing.B, c *kafkatest.Cluster, out string, match func([]byte) bool) <-chan time.Time {
+	ends := c.EndOffsets(b, out)
+	ocl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{out: {0: kgo.NewOffset().At(ends[0])}}))
+	require.NoError(b, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	b.Cleanup(func() {
+		cancel()
+		<-done
+		ocl.Close()
+	})
+	first := make(chan time.Time, 1)
+	go func() {
+		defer close(done)
+		for {
+			fs := ocl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			found := false
+			fs.EachRecord(func(r *kgo.Record) { found = found || match(r.Value) })
+			if found {
+				first <- time.Now()
+				return
+			}
+		}
+	}()
+	return first
+}
+
+// restored is a task's "task restored" log line.
+type restored struct {
+	line           string
+	records        int
+	from, to, took string
+	full           bool
+}
+
+func (r restored) String() string {
+	return fmt.Sprintf("replayed %d records (offsets %s..%s, full %v) in %s", r.records, r.from, r.to, r.full, r.took)
+}
+
+var restoredLine = regexp.MustCompile(`msg="task restored" partition=0 changelog=\S+ records=(\d+) from=(\d+) to=(\d+) full=(\w+)(?: reason="[^"]*")? took=(\S+)`)
+
+// taskRestored finds the restore of task 0 in logs.
+func taskRestored(b *testing.B, logs string) restored {
+	m := restoredLine.FindStringSubmatch(logs)
+	require.NotNil(b, m, "the restore of task 0: %s", logs)
+	n, err := strconv.Atoi(m[1])
+	require.NoError(b, err)
+	return restored{line: m[0], records: n, from: m[2], to: m[3], full: m[4] == "true", took: m[5]}
 }
 
 // writeState writes keys keys of 100-byte values to partition 0 of app's
@@ -248,7 +287,6 @@ func BenchmarkStandbyFailoverKill(b *testing.B) {
 }
 
 func failoverKill(b *testing.B, standby bool, keys int) {
-	ctx := context.Background()
 	c := kafkatest.New(b)
 	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("kill")
 	c.CreateTopic(b, in, 1)
@@ -280,53 +318,10 @@ func failoverKill(b *testing.B, standby bool, keys int) {
 		b.Logf("cold: removed %v", removed)
 	}
 
-	var (
-		stop atomic.Bool
-		wg   sync.WaitGroup
-	)
-	pcl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
-	require.NoError(b, err)
-	defer pcl.Close()
-	wg.Go(func() {
-		tick := time.NewTicker(time.Millisecond)
-		defer tick.Stop()
-		for i := 0; !stop.Load(); i++ {
-			<-tick.C
-			for j := range 2 {
-				pcl.Produce(ctx, &kgo.Record{Topic: in, Partition: 0, Key: fmt.Appendf(nil, "in-%d-%d", i, j)}, nil)
-			}
-		}
-	})
-	defer func() {
-		stop.Store(true)
-		wg.Wait()
-	}()
+	stopFeed := feedTask(b, c, in)
+	defer stopFeed()
 	time.Sleep(3 * time.Second)
-
-	ends := c.EndOffsets(b, out)
-	ocl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{out: {0: kgo.NewOffset().At(ends[0])}}))
-	require.NoError(b, err)
-	defer ocl.Close()
-	first := make(chan time.Time, 1)
-	octx, ocancel := context.WithCancel(ctx)
-	defer ocancel()
-	go func() {
-		for {
-			fs := ocl.PollFetches(octx)
-			if octx.Err() != nil {
-				return
-			}
-			found := false
-			fs.EachRecord(func(r *kgo.Record) {
-				found = found || strings.HasSuffix(string(r.Value), "@"+survivorID)
-			})
-			if found {
-				first <- time.Now()
-				return
-			}
-		}
-	}()
+	first := firstOutput(b, c, out, func(v []byte) bool { return strings.HasSuffix(string(v), "@"+survivorID) })
 
 	before := len(survivor.logs())
 	killed := time.Now()
@@ -338,17 +333,14 @@ func failoverKill(b *testing.B, standby bool, keys int) {
 		b.Fatal("no output of the survivor within 5 minutes of the kill")
 	}
 	took := at.Sub(killed)
-	logs := survivor.logs()[before:]
-	m := regexp.MustCompile(`msg="task restored" partition=0 changelog=\S+ records=(\d+) from=(\d+) to=(\d+) full=(\w+)(?: reason="[^"]*")? took=(\S+)`).FindStringSubmatch(logs)
-	require.NotNil(b, m, "the survivor's restore: %s", logs)
-	records, _ := strconv.Atoi(m[1])
+	rs := taskRestored(b, survivor.logs()[before:])
 	if !standby {
-		require.Equal(b, "true", m[4], "a cold takeover restores in full: %s", m[0])
+		require.True(b, rs.full, "a cold takeover restores in full: %s", rs.line)
 	}
 	b.ReportMetric((took - childSession).Seconds(), "s/failover-less-session")
-	b.ReportMetric(float64(records), "replayed")
-	fmt.Printf("standby SIGKILL failover bench (%s, %d keys of 100 bytes, standby %v): kill of the owner to the first committed output of the new owner %v, less the %v session timeout %v; its restore replayed %d records (offsets %s..%s, full %s) in %s\n",
-		c.Kind(), keys, standby, took.Round(time.Millisecond), childSession, (took - childSession).Round(time.Millisecond), records, m[2], m[3], m[4], m[5])
+	b.ReportMetric(float64(rs.records), "replayed")
+	fmt.Printf("standby SIGKILL failover bench (%s, %d keys of 100 bytes, standby %v): kill of the owner to the first committed output of the new owner %v, less the %v session timeout %v; its restore: %s\n",
+		c.Kind(), keys, standby, took.Round(time.Millisecond), childSession, (took - childSession).Round(time.Millisecond), rs)
 }
 
 // stableWith reports whether group is stable with n members.
