@@ -73,6 +73,39 @@ func BenchmarkJoinPause(b *testing.B) {
 }
 
 func joinPause(b *testing.B, eager bool) (before, join time.Duration) {
+	return groupChangePause(b, eager, false)
+}
+
+// BenchmarkLeavePause is BenchmarkJoinPause the other way round: three
+// instances run 12 tasks, one leaves the group (a graceful stop), and the
+// other two take its tasks over beside their own; the figure is the
+// longest gap between two commits of a task the two kept, from the leave
+// until the group is stable again plus a second, next to the same gap
+// over the 5s before.
+//
+//	go test ./runner/ -run '^$' -bench LeavePause -benchtime 1x
+func BenchmarkLeavePause(b *testing.B) {
+	for _, eager := range []bool{false, true} {
+		name := "cooperative"
+		if eager {
+			name = "eager"
+		}
+		b.Run(name, func(b *testing.B) {
+			var before, leave time.Duration
+			for range b.N {
+				bf, lv := groupChangePause(b, eager, true)
+				before, leave = before+bf, leave+lv
+			}
+			b.ReportMetric(float64(before.Milliseconds())/float64(b.N), "gap-before-ms")
+			b.ReportMetric(float64(leave.Milliseconds())/float64(b.N), "gap-leave-ms")
+			b.ReportMetric(float64(leave)/float64(before), "leave/before")
+		})
+	}
+}
+
+// groupChangePause runs JoinPause (a third instance joins two) or, with
+// leave, LeavePause (one of three leaves).
+func groupChangePause(b *testing.B, eager, leave bool) (before, change time.Duration) {
 	c := kafkatest.New(b)
 	in, out, app := kafkatest.Name("pause-in"), kafkatest.Name("pause-out"), kafkatest.Name("pause")
 	const partitions = 12
@@ -101,11 +134,25 @@ func joinPause(b *testing.B, eager bool) (before, join time.Duration) {
 	}()
 	start("a")
 	start("b")
-	s0 := groupTasks(b, c, app, map[string]int{"a": 6, "b": 6}, inst)
-	time.Sleep(5 * time.Second) // settle, then measure 5s before the join
-	joined := time.Now()
-	start("c")
-	s1 := groupTasks(b, c, app, map[string]int{"a": 4, "b": 4, "c": 4}, inst)
+	first, then := map[string]int{"a": 6, "b": 6}, map[string]int{"a": 4, "b": 4, "c": 4}
+	if leave {
+		start("c")
+		first, then = then, first
+	}
+	s0 := groupTasks(b, c, app, first, inst)
+	time.Sleep(5 * time.Second) // settle, then measure 5s before the change
+	changed := time.Now()
+	if leave {
+		i := inst["c"]
+		delete(inst, "c")
+		i.cancel()
+		if err := <-i.done; err != nil {
+			b.Fatal(err)
+		}
+	} else {
+		start("c")
+	}
+	s1 := groupTasks(b, c, app, then, inst)
 	stable := time.Now()
 	time.Sleep(time.Second)
 	var stayed []int32
@@ -120,10 +167,10 @@ func joinPause(b *testing.B, eager bool) (before, join time.Duration) {
 	if err := <-f.done; err != nil {
 		b.Fatal(err)
 	}
-	before = a.maxGap(stayed, joined.Add(-5*time.Second), joined)
-	join = a.maxGap(stayed, joined, stable.Add(time.Second))
-	b.Logf("%s: join to stable %v; tasks that stayed %v: longest gap between commits %v before the join, %v around it",
-		map[bool]string{false: "cooperative", true: "eager"}[eager], stable.Sub(joined).Round(time.Millisecond), stayed,
-		before.Round(time.Millisecond), join.Round(time.Millisecond))
-	return before, join
+	before = a.maxGap(stayed, changed.Add(-5*time.Second), changed)
+	change = a.maxGap(stayed, changed, stable.Add(time.Second))
+	b.Logf("%s %s: to stable %v; tasks that stayed %v: longest gap between commits %v before, %v around it",
+		map[bool]string{false: "cooperative", true: "eager"}[eager], map[bool]string{false: "join", true: "leave"}[leave],
+		stable.Sub(changed).Round(time.Millisecond), stayed, before.Round(time.Millisecond), change.Round(time.Millisecond))
+	return before, change
 }

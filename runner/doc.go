@@ -55,17 +55,19 @@
 // chunk and commits what the task processed (its open transaction, or the
 // offsets of an interval that wrote nothing; records still queued are
 // dropped and the next owner reads them again), a restore of it in
-// progress is cut short, and it is closed. On assignment the new
-// partitions are paused and each new task's producer fences the previous
-// owner, before the client fetches the new partitions' committed offsets
-// (require-stable, so they are those of the previous owner's last
-// transaction); the task then restores its store from its changelog
-// beside the running tasks (one restore at a time) and its partitions
+// progress is cut short (a start in progress is waited for: a fence cut
+// short could still reach the broker after the next owner's), and it is
+// closed. On assignment the new partitions are paused and each new task
+// starts on its own goroutine, beside the running tasks: its producer
+// fences the previous owner, it restores its store from its changelog
+// (one restore at a time), it reads its partitions' committed offsets
+// (require-stable, after the fence, so they are those of the previous
+// owner's last transaction), and its partitions are positioned there and
 // resume. Rebalance callbacks run between polls (kgo's
 // BlockRebalanceOnPoll): no polled records are in the main loop's hands
-// while they run, and fetching pauses for as long as they take (a fence,
-// a revoked task's commit), while the workers go on with what they
-// queued. Errors inside group callbacks end Run.
+// while they run, and fetching pauses for as long as they take (a revoked
+// task's commit; an assignment is bookkeeping only), while the workers go
+// on with what they queued. Errors inside group callbacks end Run.
 //
 // The balance is computed by the group's leader (client side), not by the
 // broker (KIP-848): broker-side assignors see only subscriptions and owned

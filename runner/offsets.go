@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // offsetFetchPatience bounds how long a committed-offset fetch waits for a
@@ -60,4 +63,90 @@ func fetchCommitted(ctx context.Context, adm *kadm.Client, log *slog.Logger, g s
 func coordinatorNotReady(err error) bool {
 	return errors.Is(err, kerr.CoordinatorNotAvailable) || errors.Is(err, kerr.CoordinatorLoadInProgress) ||
 		errors.Is(err, kerr.NotCoordinator) || errors.Is(err, kerr.UnstableOffsetCommit)
+}
+
+// fetchTaskCommitted fetches the group's committed offsets of partition p
+// of every topic in ts, require-stable, retrying like fetchCommitted: only
+// the task's own partitions are asked for, so a transaction of another
+// task that is completing (UNSTABLE_OFFSET_COMMIT on its partitions) does
+// not hold the answer back. A partition without a commit has offset -1.
+func fetchTaskCommitted(ctx context.Context, cl *kgo.Client, log *slog.Logger, g string, ts []string, p int32) (map[string]int64, error) {
+	deadline := time.Now().Add(offsetFetchPatience)
+	backoff := 20 * time.Millisecond
+	for {
+		offs, err := fetchTaskCommittedOnce(ctx, cl, g, ts, p)
+		if err == nil {
+			return offs, nil
+		}
+		if !coordinatorNotReady(err) || time.Now().Add(backoff).After(deadline) {
+			if coordinatorNotReady(err) {
+				err = fmt.Errorf("coordinator not ready after %v: %w", offsetFetchPatience, err)
+			}
+			return nil, groupACL(err, g)
+		}
+		log.Debug("offset fetch: coordinator not ready, retrying", "group", g, "partition", p, "err", err, "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+func fetchTaskCommittedOnce(ctx context.Context, cl *kgo.Client, g string, ts []string, p int32) (map[string]int64, error) {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = g
+	req.RequireStable = true
+	for _, topic := range ts {
+		rt := kmsg.NewOffsetFetchRequestTopic()
+		rt.Topic = topic
+		rt.Partitions = []int32{p}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, err
+	}
+	offs := map[string]int64{}
+	take := func(topic string, partition int32, offset int64, code int16) error {
+		if partition != p || !slices.Contains(ts, topic) {
+			return nil
+		}
+		if err := kerr.ErrorForCode(code); err != nil {
+			return fmt.Errorf("topic %s partition %d: %w", topic, partition, err)
+		}
+		offs[topic] = offset
+		return nil
+	}
+	if len(resp.Groups) > 0 {
+		gr := resp.Groups[0]
+		if err := kerr.ErrorForCode(gr.ErrorCode); err != nil {
+			return nil, err
+		}
+		for _, t := range gr.Topics {
+			for _, rp := range t.Partitions {
+				if err := take(t.Topic, rp.Partition, rp.Offset, rp.ErrorCode); err != nil {
+					return nil, err
+				}
+			}
+		}
+	} else {
+		for _, t := range resp.Topics {
+			for _, rp := range t.Partitions {
+				if err := take(t.Topic, rp.Partition, rp.Offset, rp.ErrorCode); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	for _, topic := range ts {
+		if _, ok := offs[topic]; !ok {
+			return nil, fmt.Errorf("topic %s partition %d: the coordinator's answer omits it", topic, p)
+		}
+	}
+	return offs, nil
 }

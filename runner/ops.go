@@ -250,9 +250,10 @@ func (o *ops) taskStarts() map[int32]int {
 	return maps.Clone(o.starts)
 }
 
-// tasks records the running and pending tasks; the caller holds the batch
+// tasks records the running and pending tasks, and the number of tasks
+// still starting (fencing, not pending yet); the caller holds the batch
 // lock. A store leaves the queryable set before it closes.
-func (o *ops) tasks(running, pending map[int32]*task.Task) {
+func (o *ops) tasks(running, pending map[int32]*task.Task, starting int) {
 	o.qmu.Lock()
 	var gone []int32
 	for n := range o.stores {
@@ -271,7 +272,7 @@ func (o *ops) tasks(running, pending map[int32]*task.Task) {
 	for _, n := range gone {
 		o.m.EntriesChanged(n) // takes the recorder's lock: not under qmu
 	}
-	o.m.Tasks(len(running), len(pending))
+	o.m.Tasks(len(running), len(pending)+starting)
 
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -287,7 +288,7 @@ func (o *ops) tasks(running, pending map[int32]*task.Task) {
 		return
 	}
 	switch {
-	case len(pending) > 0:
+	case len(pending) > 0 || starting > 0:
 		o.setLocked(Restoring, nil)
 	case o.assigned:
 		o.setLocked(Running, nil)

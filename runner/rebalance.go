@@ -15,10 +15,14 @@ import (
 	"github.com/flechtwerk/flechtwerk/task"
 )
 
-// restore is the restore of one pending task, on its own goroutine.
+// restore is the restore of one pending task, on its own goroutine, or
+// the start (the fence) of a task that is not pending yet.
 type restore struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the goroutine exited
+	// fence: a start, which a revocation waits for instead of cutting it
+	// short (see release).
+	fence bool
 }
 
 // startRestores starts the restore of every pending task that has none
@@ -67,8 +71,9 @@ func (rn *run) runRestore(ctx context.Context, n int32, t *task.Task, r *restore
 	rn.mu.Unlock()
 	var seek map[string]kgo.EpochOffset
 	if err == nil && restarting {
-		// Re-initialized after a transient error: it re-reads its input
-		// from the group's committed offsets (recover.go).
+		// Newly assigned (onAssigned), or re-initialized after a
+		// transient error (recover.go): it reads its input from the
+		// group's committed offsets, read now, after its fence.
 		seek, err = rn.committedOffsets(ctx, n)
 	}
 
@@ -93,7 +98,7 @@ func (rn *run) runRestore(ctx context.Context, n int32, t *task.Task, r *restore
 	delete(rn.pending, n)
 	rn.tasks[n] = t
 	rn.workers[n] = rn.startWorker(t)
-	rn.r.ops.tasks(rn.tasks, rn.pending)
+	rn.publishTasks()
 	if restarting {
 		// Its partitions resume once re-positioned, by the main loop
 		// while the poll blocks rebalances (applySeeks).
@@ -105,6 +110,18 @@ func (rn *run) runRestore(ctx context.Context, n int32, t *task.Task, r *restore
 	rn.r.cfg.Logger.Info("task running", "partition", n)
 }
 
+// publishTasks records the running tasks and those still starting or
+// restoring (ops.tasks); the caller holds the batch lock.
+func (rn *run) publishTasks() {
+	starting := 0
+	for n := range rn.restores {
+		if rn.pending[n] == nil {
+			starting++
+		}
+	}
+	rn.r.ops.tasks(rn.tasks, rn.pending, starting)
+}
+
 func (rn *run) topicPartitions(ns ...int32) map[string][]int32 {
 	m := make(map[string][]int32, len(rn.r.cfg.InputTopics))
 	for _, t := range rn.r.cfg.InputTopics {
@@ -113,12 +130,15 @@ func (rn *run) topicPartitions(ns ...int32) map[string][]int32 {
 	return m
 }
 
-// onAssigned pauses the newly assigned partitions and fences their tasks'
-// previous owners. The group is cooperative (group.Balancer): assigned
-// holds only what this member did not hold before, and the tasks it holds
-// already keep running. The fence runs here, before the client fetches
-// the group's committed offsets of the new partitions (require-stable),
-// so those offsets are final. Restores run beside the main loop.
+// onAssigned pauses the newly assigned partitions and starts their tasks,
+// each on its own goroutine (startTask): the callback holds the poll (kgo's
+// BlockRebalanceOnPoll) for bookkeeping only, so the tasks this member
+// holds already go on processing while the new ones fence their previous
+// owners. The group is cooperative (group.Balancer): assigned holds only
+// what this member did not hold before. A new task's partitions stay
+// paused until it is fenced, restored and positioned at the group's
+// committed offsets read after its fence (require-stable), like a
+// restarted task's (runRestore, applySeeks).
 func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
 	c := &rn.r.cfg
 	rn.r.ops.rebalance(true)
@@ -139,7 +159,7 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 			rn.setFatal(fmt.Errorf("runner: partition %d assigned for %d of %d input topics; the group must assign partition N of every co-partitioned input together (is another application using group %q?)", n, k, len(c.InputTopics), c.ApplicationID))
 			return
 		}
-		if rn.tasks[n] != nil || rn.pending[n] != nil {
+		if rn.tasks[n] != nil || rn.pending[n] != nil || rn.restores[n] != nil {
 			// Starting the task again would fence the running one.
 			rn.mu.Unlock()
 			rn.setFatal(fmt.Errorf("runner: partition %d assigned again to the member that holds it (group %q)", n, c.ApplicationID))
@@ -159,41 +179,19 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 		}
 	}
 
-	type started struct {
-		n   int32
-		t   *task.Task
-		err error
-	}
-	out := make(chan started, len(ns))
-	for _, n := range ns {
-		go func() {
-			t, err := task.Start(ctx, rn.taskConfig(n), rn.r.proc)
-			out <- started{n, t, err}
-		}()
-	}
-	var errs []error
+	// Each new task fences its previous owner on its own goroutine: the
+	// poll, and with it every task that did not move, goes on meanwhile.
+	// Its partitions stay paused, and records fetched for them are
+	// dropped, until it is fenced, restored and re-positioned at the
+	// group's committed offsets read after the fence (as a restarted
+	// task: runRestore, applySeeks); the offsets the client fetches
+	// after this callback, maybe before the fence, are not used.
 	rn.mu.Lock()
-	for range ns {
-		s := <-out
-		if s.err != nil {
-			if ctx.Err() == nil && rn.startFailed(s.n, s.err) {
-				continue // queued for a restart
-			}
-			errs = append(errs, s.err)
-			continue
-		}
-		rn.pending[s.n] = s.t
-		rn.r.ops.started(s.n)
+	for _, n := range ns {
+		rn.restarting[n] = true
+		rn.startTask(ctx, n)
 	}
-	rn.r.ops.tasks(rn.tasks, rn.pending)
 	rn.mu.Unlock()
-	if len(errs) > 0 {
-		if ctx.Err() != nil {
-			return // the client is closing (Run is stopping): not a failure
-		}
-		rn.setFatal(fmt.Errorf("runner: starting tasks: %w", errors.Join(errs...)))
-		return
-	}
 	if len(ns) > 0 {
 		c.Logger.Info("partitions assigned", "partitions", ns)
 	}
@@ -202,6 +200,50 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 	// onAssigned after every sync, with nothing new assigned too).
 	rn.syncStandbys()
 	rn.poke()
+}
+
+// startTask starts (fences) newly assigned task n on its own goroutine;
+// the caller holds the batch lock. The start is tracked like a restore,
+// so a revocation of the task waits for it and closes the task (release,
+// and the goroutine, which finds the task revoked).
+// A started task becomes pending: the main loop restores it
+// (startRestores), and its restore queues the re-seek of its partitions.
+func (rn *run) startTask(ctx context.Context, n int32) {
+	sctx, cancel := context.WithTimeout(ctx, rn.r.cfg.TaskTimeout)
+	r := &restore{cancel: cancel, done: make(chan struct{}), fence: true}
+	rn.restores[n] = r
+	rn.restoreWG.Add(1)
+	go func() {
+		defer rn.restoreWG.Done()
+		t, err := task.Start(sctx, rn.taskConfig(n), rn.r.proc)
+		cancel()
+
+		rn.mu.Lock()
+		defer rn.mu.Unlock()
+		defer close(r.done)
+		if rn.restores[n] != r || ctx.Err() != nil {
+			// Revoked meanwhile (release forgot the task), or the
+			// client is closing.
+			if t != nil {
+				if cerr := t.Close(); cerr != nil && ctx.Err() == nil {
+					rn.setFatal(fmt.Errorf("runner: closing task %d: %w", n, cerr))
+				}
+			}
+			return
+		}
+		delete(rn.restores, n)
+		if err != nil {
+			if rn.startFailed(n, err) {
+				return // queued for a restart
+			}
+			rn.setFatal(fmt.Errorf("runner: starting task %d: %w", n, err))
+			return
+		}
+		rn.pending[n] = t
+		rn.r.ops.started(n)
+		rn.publishTasks()
+		rn.poke() // the main loop starts its restore
+	}()
 }
 
 // onRevoked releases the tasks of the revoked (or lost) partitions; the
@@ -229,7 +271,8 @@ func (rn *run) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]
 // each running task stops and, unless Run is failing, commits what its
 // task processed (its queued records are dropped; their offsets were
 // never committed, and the next owner reads them again); a restore in
-// progress is cut short. Then each task is closed, aborting what is still
+// progress is cut short, and a start (fence) in progress is waited for
+// (unless Run is ending). Then each task is closed, aborting what is still
 // open. A worker's wait is bounded: a chunk by BatchTimeout (a stuck
 // transform is abandoned), a commit by BatchTimeout and its abort.
 func (rn *run) release(ns map[int32]bool) {
@@ -254,9 +297,17 @@ func (rn *run) release(ns map[int32]bool) {
 			}
 		}
 	}
+	// A fence cut short may still reach the broker, after the next
+	// owner's fence, and fence that owner: a revocation waits for a start
+	// in progress. Run's end cuts it short (the client is closing).
+	ending := rn.closing.Load() || rn.fatalErr() != nil
 	for n, r := range rn.restores {
 		if ns == nil || ns[n] {
-			r.cancel()
+			if !r.fence || ending {
+				r.cancel()
+			} else {
+				rn.r.cfg.Logger.Debug("task revoked while it starts; waiting for its fence", "partition", n)
+			}
 			waits = append(waits, r.done)
 			delete(rn.restores, n) // a restore or a restart sees it was revoked
 		}
@@ -291,7 +342,7 @@ func (rn *run) release(ns map[int32]bool) {
 			rn.forget(n)
 		}
 	}
-	rn.r.ops.tasks(rn.tasks, rn.pending) // before any store closes: waits for running queries
+	rn.publishTasks() // before any store closes: waits for running queries
 	rn.mu.Unlock()
 	var errs []error
 	for _, t := range tasks {

@@ -158,7 +158,7 @@ func (rn *run) restartFailed(ctx context.Context) error {
 // (startRestores), and its restore queues the re-seek of its partitions
 // (applySeeks). Its partitions stay paused, and records still fetched for
 // them are dropped, until then. The start is tracked like a restore, so a
-// revocation of the task cuts it short (release).
+// revocation of the task waits for it (release).
 func (rn *run) restartTask(ctx context.Context, n int32) error {
 	c := &rn.r.cfg
 	rn.mu.Lock()
@@ -195,7 +195,7 @@ func (rn *run) restartTask(ctx context.Context, n int32) error {
 	rn.restarting[n] = true
 	if t := rn.tasks[n]; t != nil {
 		delete(rn.tasks, n)
-		rn.r.ops.tasks(rn.tasks, rn.pending) // queries leave the store before it closes
+		rn.publishTasks() // queries leave the store before it closes
 		if err := t.Close(); err != nil {
 			rn.mu.Unlock()
 			return fmt.Errorf("runner: closing task %d after %v: %w", n, f.cause, err)
@@ -204,7 +204,7 @@ func (rn *run) restartTask(ctx context.Context, n int32) error {
 	c.Logger.Warn("task failed with a transient error; closed dirty (its open transaction aborted, nothing uncommitted visible), re-initializing it",
 		"partition", n, "cause", f.cause, "attempt", f.tries+1, "failing_for", time.Since(f.since).Round(time.Millisecond))
 	sctx, cancel := context.WithTimeout(ctx, c.TaskTimeout)
-	r := &restore{cancel: cancel, done: make(chan struct{})}
+	r := &restore{cancel: cancel, done: make(chan struct{}), fence: true}
 	rn.restores[n] = r
 	rn.mu.Unlock()
 
@@ -256,7 +256,7 @@ func (rn *run) restartTask(ctx context.Context, n int32) error {
 	rn.r.ops.started(n)
 	rn.r.ops.restarts.Add(1)
 	c.Metrics.TaskRestarted(n)
-	rn.r.ops.tasks(rn.tasks, rn.pending)
+	rn.publishTasks()
 	rn.poke() // the main loop starts its restore
 	return nil
 }
@@ -304,28 +304,24 @@ func (rn *run) stillOwns(ctx context.Context, n int32) (bool, error) {
 
 // committedOffsets reads the committed offsets of task n's partitions
 // (require-stable: the fence settled every transaction of the task), for
-// the re-seek of a restarted task; a partition without a committed offset
-// starts at the beginning, like a new assignment. An error is handled like
-// a failed restore (restoreFailed): a transient one queues the restart
-// again.
+// the positioning of a restarted or newly assigned task; a partition
+// without a committed offset starts at the beginning, like a new
+// assignment. Only the task's own partitions are asked for: the other
+// tasks' transactions, which keep committing, would make a require-stable
+// fetch of the whole group answer UNSTABLE_OFFSET_COMMIT nearly all the
+// time on Apache Kafka. An error is handled like a failed restore
+// (restoreFailed): a transient one queues the restart again.
 func (rn *run) committedOffsets(ctx context.Context, n int32) (map[string]kgo.EpochOffset, error) {
 	c := &rn.r.cfg
-	resps, err := fetchCommitted(kadm.RequireStable(ctx), rn.adm, c.Logger, c.Group(), c.InputTopics)
-	if err == nil {
-		resps.Each(func(o kadm.OffsetResponse) {
-			if err == nil && o.Partition == n && o.Err != nil {
-				err = fmt.Errorf("topic %s partition %d: %w", o.Topic, o.Partition, o.Err)
-			}
-		})
-	}
+	got, err := fetchTaskCommitted(ctx, rn.consumer, c.Logger, c.Group(), c.InputTopics, n)
 	if err != nil {
 		return nil, fmt.Errorf("task %d: fetching its committed offsets: %w", n, groupACL(err, c.Group()))
 	}
 	offs := make(map[string]kgo.EpochOffset, len(c.InputTopics))
 	for _, topic := range c.InputTopics {
 		at := int64(0) // no commit: from the start (the reset offset)
-		if o, ok := resps.Lookup(topic, n); ok && o.At >= 0 {
-			at = o.At
+		if o := got[topic]; o >= 0 {
+			at = o
 		}
 		offs[topic] = kgo.EpochOffset{Epoch: -1, Offset: at}
 	}
@@ -389,7 +385,12 @@ func (rn *run) applySeeks() {
 	slices.Sort(ns)
 	rn.consumer.SetOffsets(set)
 	rn.consumer.ResumeFetchPartitions(rn.topicPartitions(ns...))
+	rn.fmu.Lock()
+	defer rn.fmu.Unlock()
 	for _, n := range ns {
+		if rn.failing[n] == nil {
+			continue // newly assigned (onAssigned)
+		}
 		rn.r.cfg.Logger.Warn("task re-initialized: fenced, restored, and re-reading its input from the committed offsets", "partition", n, "offsets", set)
 	}
 }

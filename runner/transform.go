@@ -175,9 +175,10 @@ type run struct {
 	// restore goroutines.
 	restoreSlot chan struct{}
 	restoreWG   sync.WaitGroup
-	// restarting are the tasks being re-initialized after a transient
-	// error (recover.go): their records are dropped until seeks, the
-	// committed offsets to re-position their partitions at, are applied.
+	// restarting are the tasks being started (newly assigned) or
+	// re-initialized after a transient error (recover.go): their records
+	// are dropped until seeks, the committed offsets read after their
+	// fence to position their partitions at, are applied.
 	restarting map[int32]bool
 	seeks      map[int32]map[string]kgo.EpochOffset
 
