@@ -251,6 +251,7 @@ func TestZombie(t *testing.T) {
 	require.ErrorIs(t, err, fencing.ErrFenced)
 	require.Contains(t, err.Error(), `"z"`)
 
+	c.WaitSettled(t, out) // the new owner's commit marker
 	got := values(c.ReadCommitted(t, out))
 	require.ElementsMatch(t, []string{"z-0", "z-1", "z-2", "z-3", "z-4", "new-owner"}, got["z"])
 	// The zombie's cursor did not move either.

@@ -191,6 +191,9 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 		rn.restarting[n] = true
 		rn.startTask(ctx, n)
 	}
+	// Every assignment ends the rebalance state: Running again when
+	// nothing new was assigned, Restoring while new tasks start.
+	rn.publishTasks()
 	rn.mu.Unlock()
 	if len(ns) > 0 {
 		c.Logger.Info("partitions assigned", "partitions", ns)

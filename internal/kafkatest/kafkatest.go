@@ -223,6 +223,26 @@ func (c *Cluster) EndOffsets(t testing.TB, topic string) map[int32]int64 {
 	return out
 }
 
+// WaitSettled waits until no transaction is pending on any partition of
+// topic: its last stable offset equals its end offset. EndTxn returns
+// before the markers are written, so a read_committed read right after a
+// commit may stop short of it.
+func (c *Cluster) WaitSettled(t testing.TB, topic string) {
+	t.Helper()
+	WaitFor(t, 30*time.Second, "no transaction pending on "+topic, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stable, err := c.Adm.ListCommittedOffsets(ctx, topic)
+		if err != nil || stable.Error() != nil {
+			return false
+		}
+		ends := c.EndOffsets(t, topic)
+		settled := true
+		stable.Each(func(o kadm.ListedOffset) { settled = settled && o.Offset == ends[o.Partition] })
+		return settled
+	})
+}
+
 // WaitFor polls cond every 50ms until it holds or timeout passes.
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
