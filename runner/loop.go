@@ -202,7 +202,7 @@ func (w *worker) run() {
 		// and the next owner reprocesses its records.
 		w.rn.r.cfg.Logger.Warn("task's last commit before a rebalance failed; its transaction is aborted, its records are reprocessed by the next owner",
 			"partition", n, "err", err)
-	case !stopping && recoverable(err):
+	case !stopping && (recoverable(err) || w.rn.selfFenced(n, err)):
 		// Closed dirty and re-initialized by the main loop: no more
 		// records, the partitions paused until the re-seek.
 		w.mu.Lock()

@@ -85,6 +85,23 @@ func recoverable(err error) bool {
 	return errors.As(err, &te) && txn.Transient(err)
 }
 
+// selfFenced reports whether err fences task n while it recovers (it
+// failed and has not committed since its re-initialization). That fence
+// may be this member's own: an InitProducerID of an earlier attempt whose
+// outcome was unknown (it timed out) can reach the coordinator after the
+// retry's. The task is then re-initialized once more, which fences again
+// only while the stable group still assigns it to this member
+// (stillOwns), so a real new owner is never fenced; TaskTimeout bounds it.
+func (rn *run) selfFenced(n int32, err error) bool {
+	var te *txnError
+	if !errors.As(err, &te) || !fencing.IsFenced(err) {
+		return false
+	}
+	rn.fmu.Lock()
+	defer rn.fmu.Unlock()
+	return rn.failing[n] != nil
+}
+
 // failing is a task that failed with a transient error and has not
 // committed since.
 type failing struct {
@@ -153,7 +170,8 @@ func (rn *run) restartFailed(ctx context.Context) error {
 	return nil
 }
 
-// restartTask closes task n dirty and starts it again: a new producer
+// restartTask closes task n dirty and starts it again (the fence on its
+// own goroutine, refence): a new producer
 // fences its transactional ID; the main loop then restores it
 // (startRestores), and its restore queues the re-seek of its partitions
 // (applySeeks). Its partitions stay paused, and records still fetched for
@@ -206,8 +224,26 @@ func (rn *run) restartTask(ctx context.Context, n int32) error {
 	sctx, cancel := context.WithTimeout(ctx, c.TaskTimeout)
 	r := &restore{cancel: cancel, done: make(chan struct{}), fence: true}
 	rn.restores[n] = r
+	rn.restoreWG.Add(1)
 	rn.mu.Unlock()
+	// The ownership check and the fence run beside the main loop, like a
+	// new task's start (startTask): the poll, and every other task, goes
+	// on meanwhile.
+	go func() {
+		defer rn.restoreWG.Done()
+		if err := rn.refence(ctx, sctx, cancel, n, f, r); err != nil {
+			rn.setFatal(err)
+		}
+	}()
+	return nil
+}
 
+// refence is the second half of restartTask, on its own goroutine: it
+// checks that the group still assigns task n to this member, fences its
+// transactional ID with a new producer and makes the task pending, or
+// queues the next attempt.
+func (rn *run) refence(ctx, sctx context.Context, cancel context.CancelFunc, n int32, f *failing, r *restore) error {
+	c := &rn.r.cfg
 	var t *task.Task
 	owned, err := rn.stillOwns(sctx, n)
 	if err == nil && owned {
