@@ -118,8 +118,9 @@ func TestHandOversKeepSequences(t *testing.T) {
 
 // TestFencedProducerSeesFence lets a producer go on with its transaction
 // after the next owner opened the transactional ID: its produce and its
-// end fail as fenced (never as a sequence error), its late abort does not
-// disturb the new owner, and nothing of its transaction becomes visible.
+// end fail as fenced (never as a sequence error), it begins no other
+// transaction, its late abort does not disturb the new owner, and nothing
+// of its transaction becomes visible.
 func TestFencedProducerSeesFence(t *testing.T) {
 	h := newHandover(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -145,6 +146,10 @@ func TestFencedProducerSeesFence(t *testing.T) {
 		_, err = x.End(ctx, h.offsets())
 		require.Error(t, err, "round %d: the fenced owner committed", round)
 		require.True(t, errors.Is(err, fencing.ErrFenced), "round %d: the fenced owner's end: %v", round, err)
+		// Its abort may have been answered with the new owner's epoch:
+		// it must not write again.
+		_, err = old.Begin()
+		require.True(t, errors.Is(err, fencing.ErrFenced), "round %d: the fenced owner began again: %v", round, err)
 		old.Close()
 
 		for i := range 3 {
