@@ -159,7 +159,8 @@
 // (AddOffsetsToTxn, retried from 2ms) and none remain. The partition
 // verification still answers NOT_ENOUGH_REPLICAS to concurrent produce
 // requests that add partitions (several per commit, see -trace-kgo), retried
-// after a metadata refresh that a task's producer now allows every 50ms.
+// after a metadata refresh, which a task's producer allows every 250ms
+// (fencing.Init; the 50ms the task asked for was overridden by it).
 //
 // The targets for the drain are met; the latency targets (p99 <= 2x the
 // interval, p50 <= 30ms at 10ms) are not: each stage above is about one

@@ -88,6 +88,7 @@ func waitMembers(t testing.TB, c *kafkatest.Cluster, group string, runners ...*r
 // with no gap and no duplicate.
 func TestTwoRunnersSplitAndHandOver(t *testing.T) {
 	c := kafkatest.New(t)
+	c.TraceTransactions(t)
 	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
 	const partitions = 4
 	c.CreateTopic(t, in, partitions)
@@ -134,6 +135,53 @@ func TestTwoRunnersSplitAndHandOver(t *testing.T) {
 	require.NoError(t, b.stop(t))
 
 	requireExactlyOnce(t, append(first, second...), readStable(t, c, out))
+}
+
+// TestRollingHandOvers starts a runner next to the running one and then
+// stops the older, round after round, with input arriving while they
+// split the tasks and while the older one hands its tasks over: every task
+// moves between processes many times, and every input is processed exactly
+// once across all of it.
+func TestRollingHandOvers(t *testing.T) {
+	c := kafkatest.New(t)
+	c.TraceTransactions(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
+	const partitions = 4
+	c.CreateTopic(t, in, partitions)
+	c.CreateTopic(t, out, partitions)
+	var all []*kgo.Record
+	produce := func(prefix string) {
+		var recs []*kgo.Record
+		for p := range int32(partitions) {
+			rs := values(in, p, fmt.Sprintf("%s%d-", prefix, p), 20, 3)
+			for _, r := range rs {
+				r.Key = fmt.Appendf(nil, "p%d-%s", p, r.Key)
+			}
+			recs = append(recs, rs...)
+		}
+		c.Produce(t, recs...)
+		all = append(all, recs...)
+	}
+	opts := func() []runner.Opt {
+		return []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
+			runner.StateDir(t.TempDir()), runner.MaxPollRecords(10),
+			runner.SessionTimeout(3 * time.Second),
+			runner.WithConsumerOpts(kgo.HeartbeatInterval(200 * time.Millisecond))}
+	}
+	older := start(t, c, echoCounter(out, nil), opts()...)
+	waitMembers(t, c, app, older)
+	for round := range 5 {
+		newer := start(t, c, echoCounter(out, nil), opts()...)
+		produce(fmt.Sprintf("r%da", round))
+		waitMembers(t, c, app, older, newer)
+		waitCommitted(t, c, app, in, 60*time.Second, newer.done)
+		produce(fmt.Sprintf("r%db", round))
+		require.NoError(t, older.stop(t), "round %d: the older runner", round)
+		waitCommitted(t, c, app, in, 60*time.Second, newer.done)
+		older = newer
+	}
+	require.NoError(t, older.stop(t))
+	requireExactlyOnce(t, all, readStable(t, c, out))
 }
 
 // clientTasks returns the partitions (of the one input topic) each member

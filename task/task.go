@@ -69,16 +69,14 @@ var ErrClosed = errors.New("task: closed")
 // owner of its transactional ID (step 1). It opens no store yet.
 func Start(ctx context.Context, cfg Config, proc stage.Transformer) (*Task, error) {
 	// Records go out as soon as they are computed; they batch up behind
-	// the requests in flight per broker anyway. When a transaction's
-	// produce requests add partitions concurrently, Kafka's partition
-	// verification meets the coordinator busy with the previous add and
-	// answers NOT_ENOUGH_REPLICAS (its translation of
-	// CONCURRENT_TRANSACTIONS); kgo retries such a partition only after
-	// a metadata refresh, at most one per MetadataMinAge (default 5s),
-	// which holds the transaction's commit that long: a short minimum
-	// age lets the retry go out at once. The user's options come after
-	// and win.
-	opts := append([]kgo.Opt{kgo.ProducerLinger(0), kgo.MetadataMinAge(metadataMinAge)}, cfg.KafkaOpts...)
+	// the requests in flight per broker anyway. The user's options come
+	// after and win. A produce that kgo retries only after a metadata
+	// refresh (NOT_ENOUGH_REPLICAS from Kafka's partition verification
+	// when concurrent produce requests add partitions, a stale leader)
+	// waits for at most the producer's MetadataMinAge: fencing.Init sets
+	// it (250ms) after every caller option, so it holds for every task
+	// producer.
+	opts := append([]kgo.Opt{kgo.ProducerLinger(0)}, cfg.KafkaOpts...)
 	p, err := txn.Open(ctx, config.TransactionalID(cfg.ApplicationID, cfg.Partition), cfg.TransactionTimeout, cfg.Changelog, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("task %d: %w", cfg.Partition, err)
@@ -92,10 +90,6 @@ func Start(ctx context.Context, cfg Config, proc stage.Transformer) (*Task, erro
 	}
 	return &Task{cfg: cfg, producer: p, proc: proc, topicIdx: idx}, nil
 }
-
-// metadataMinAge is the minimum time between two metadata refreshes of a
-// task's producer (see Start).
-const metadataMinAge = 50 * time.Millisecond
 
 // Partition returns the task's partition number.
 func (t *Task) Partition() int32 { return t.cfg.Partition }

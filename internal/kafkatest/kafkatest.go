@@ -30,9 +30,11 @@ type Cluster struct {
 	// Opts); Adm then acts as that super user.
 	Secure bool
 	Adm    *kadm.Client
-	cl     *kgo.Client
-	tls    *tls.Config
-	opts   []kgo.Opt
+	// fake is the embedded broker (nil on KAFKA_BROKERS).
+	fake *kfake.Cluster
+	cl   *kgo.Client
+	tls  *tls.Config
+	opts []kgo.Opt
 }
 
 // Kind names the broker kind for logs: "kafka" or "kfake".
@@ -61,6 +63,7 @@ func New(t testing.TB) *Cluster {
 		require.NoError(t, err)
 		t.Cleanup(fc.Close)
 		c.Brokers = fc.ListenAddrs()
+		c.fake = fc
 	}
 	cl, err := kgo.NewClient(c.clientOpts()...)
 	require.NoError(t, err)
@@ -79,7 +82,7 @@ func Fake(t testing.TB) (*Cluster, *kfake.Cluster) {
 	fc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMinSessionTimeout(500*time.Millisecond))
 	require.NoError(t, err)
 	t.Cleanup(fc.Close)
-	c := &Cluster{Brokers: fc.ListenAddrs()}
+	c := &Cluster{Brokers: fc.ListenAddrs(), fake: fc}
 	cl, err := kgo.NewClient(c.clientOpts()...)
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)

@@ -22,9 +22,30 @@ const AbortTimeout = 10 * time.Second
 
 // Producer is a transactional producer with a static transactional ID.
 // It runs one transaction at a time; the caller serializes its calls.
+// After a transaction failed (End or AddOffsets returned an error) it
+// begins no other: Begin returns the failure.
 type Producer struct {
 	cl *kgo.Client
 	id string
+
+	mu     sync.Mutex
+	failed error // the first failed transaction's error
+}
+
+// fail records err (not nil) as the failure of a transaction and returns
+// it. From then on Begin refuses: a fenced producer's abort can be
+// answered with the new owner's epoch (the coordinator takes an abort at
+// the epoch just before its own for a retry of an ended transaction, and
+// a fence bumps the epoch by one), so its client would write under the
+// new owner's producer epoch, inside the new owner's transaction. Only a
+// new producer, which fences the transactional ID, may write again.
+func (p *Producer) fail(err error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failed == nil {
+		p.failed = err
+	}
+	return err
 }
 
 // Open creates the producer of transactional ID id and fences every
@@ -258,6 +279,12 @@ type Txn struct {
 
 // Begin opens a transaction.
 func (p *Producer) Begin() (*Txn, error) {
+	p.mu.Lock()
+	failed := p.failed
+	p.mu.Unlock()
+	if failed != nil {
+		return nil, fmt.Errorf("begin transaction: an earlier transaction of %s failed; only a new producer, which fences the transactional id, may write again: %w", p.id, failed)
+	}
 	if err := p.cl.BeginTransaction(); err != nil {
 		return nil, fmt.Errorf("begin transaction: %w", txnACL(fencing.Classify(p.id, err), p.id))
 	}
@@ -276,10 +303,11 @@ func (p *Producer) Begin() (*Txn, error) {
 // transaction's markers are being written, where a produce answered so
 // would be retried by kgo only after a metadata refresh (up to
 // MetadataMinAge, 5s by default). On error nothing was sent; the caller
-// aborts. End's offsets must then be of group.
+// aborts, and the Producer begins no other transaction (see Begin). End's
+// offsets must then be of group.
 func (x *Txn) AddOffsets(ctx context.Context, group string) error {
 	if err := x.p.addOffsets(ctx, group); err != nil {
-		return fmt.Errorf("offsets to transaction: %w", fencing.Classify(x.p.id, err))
+		return x.p.fail(fmt.Errorf("offsets to transaction: %w", fencing.Classify(x.p.id, err)))
 	}
 	x.group = group
 	return nil
@@ -312,8 +340,17 @@ func (x *Txn) Sent() int { return x.sent }
 // their results, and ends the transaction. On any failure the transaction
 // is aborted with its own time (AbortTimeout); the error is classified
 // like Commit's. ctx bounds the end; the caller decides whether it may be
-// canceled. The Txn is done after End, whatever it returns.
+// canceled. The Txn is done after End, whatever it returns; after an
+// error the Producer begins no other transaction (see Begin).
 func (x *Txn) End(ctx context.Context, offsets *Offsets) (Timing, error) {
+	tm, err := x.end(ctx, offsets)
+	if err != nil {
+		return tm, x.p.fail(err)
+	}
+	return tm, nil
+}
+
+func (x *Txn) end(ctx context.Context, offsets *Offsets) (Timing, error) {
 	defer x.cancel()
 	var tm Timing
 	began := time.Now()
