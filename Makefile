@@ -16,9 +16,13 @@
 # make bench  - the throughput/latency benchmark (bench/run.sh): plain loop,
 #               GroupTransactSession loop and the runner on Apache Kafka and
 #               on the embedded broker. BENCH_RECORDS=300000 scales it down.
+# make bench-recovery - the recovery benchmarks on Apache Kafka
+#               (bench/recovery.sh): warm and cold restart after SIGKILL,
+#               failover with and without a standby, the pause of unmoved
+#               tasks when an instance joins or leaves.
 GO ?= go
 
-.PHONY: test test-embedded test-kafka test-cluster test-secure run bench chaos-long chaos-long-cluster
+.PHONY: test test-embedded test-kafka test-cluster test-secure run bench bench-recovery chaos-long chaos-long-cluster
 
 test: test-embedded test-kafka test-cluster test-secure test-postgres fuzz
 
@@ -45,6 +49,9 @@ run:
 
 bench:
 	GO=$(GO) bash bench/run.sh
+
+bench-recovery:
+	GO=$(GO) bash bench/recovery.sh
 
 # One long chaos run against Apache Kafka (transaction version 2).
 chaos-long:

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs the recovery benchmarks of package runner in one go test run against
+# a single-node Apache Kafka 4.x broker that this script starts (and stops
+# on exit, also after a failure):
+#   - BenchmarkRestartAfterKill: a SIGKILLed runner process started again,
+#     warm (its state directory kept) and cold (removed): records replayed,
+#     restore time, start to first committed output;
+#   - BenchmarkStandbyFailoverKill: the owner of a task SIGKILLed, the task
+#     taken over by the other process with and without a standby replica;
+#   - BenchmarkJoinPause and BenchmarkLeavePause: the longest commit gap of
+#     the tasks that do not move when an instance joins or leaves,
+#     cooperative vs. eager.
+#
+# Environment:
+#   GO                    go binary (default: go)
+#   BENCH_STATE_KEYS      keys of 100 bytes in the benchmarked task's state (default 1000000)
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
+GO="${GO:-go}"
+KAFKA="$ROOT/integration/kafka/kafka.sh"
+KEYS="${BENCH_STATE_KEYS:-1000000}"
+
+cd "$ROOT"
+dir=""
+cleanup() {
+  if [[ -n "$dir" ]]; then
+    bash "$KAFKA" stop "$dir" || true
+    rm -rf "$dir"
+  fi
+}
+trap cleanup EXIT INT TERM
+
+bash "$KAFKA" fetch
+version="$(bash "$KAFKA" version)"
+dir="$(mktemp -d -t flechtwerk-recovery-kafka-XXXXXX)"
+brokers="$(bash "$KAFKA" start "$dir" --owner-pid $$ | tail -1)"
+echo "==> Apache Kafka $version at $brokers; $KEYS keys of 100 bytes per benchmarked task"
+KAFKA_BROKERS="$brokers" "$GO" test ./runner/ -run '^$' -timeout 60m -benchtime 1x \
+  -bench 'BenchmarkRestartAfterKill|BenchmarkStandbyFailoverKill|BenchmarkJoinPause|BenchmarkLeavePause' \
+  -standby-keys "$KEYS" 2>&1 | grep -E '^(Benchmark|restart after|standby SIGKILL|PASS|FAIL|ok )|gap|: (cooperative|eager)'
