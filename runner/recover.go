@@ -182,8 +182,11 @@ func (rn *run) restartTask(ctx context.Context, n int32) error {
 	rn.mu.Lock()
 	rn.fmu.Lock()
 	f := rn.failing[n]
+	early := f != nil && time.Now().Before(f.next)
 	rn.fmu.Unlock()
-	if f == nil || !f.queued || rn.restores[n] != nil {
+	if f == nil || !f.queued || rn.restores[n] != nil || early {
+		// Not queued, being re-initialized, or an attempt that ended
+		// since restartFailed picked it set a later time.
 		rn.mu.Unlock()
 		return nil
 	}
