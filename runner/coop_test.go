@@ -324,6 +324,14 @@ func TestIncrementalRebalances(t *testing.T) {
 	requireKept(t, "kill", s2, s3, true)
 	requireUnmoved(t, "kill", s2, s3, st2, inst)
 
+	finishEchoExactlyOnce(t, c, f, app, in, out, inst)
+}
+
+// finishEchoExactlyOnce ends the feed, waits until the group's committed
+// offsets reach the input's end (lag 0), stops every instance (each must
+// end without error) and checks the output exactly once.
+func finishEchoExactlyOnce(t *testing.T, c *kafkatest.Cluster, f *feeder, app, in, out string, inst map[string]*instance) {
+	t.Helper()
 	ins := f.finish(t)
 	ends := c.EndOffsets(t, in)
 	kafkatest.WaitFor(t, 60*time.Second, "lag 0", func() bool {

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -134,16 +133,7 @@ func TestSlowFenceKeepsTasksRunning(t *testing.T) {
 	requireKept(t, "leave", s0, s1, true)
 	requireUnmoved(t, "leave", s0, s1, st0, inst)
 
-	ins := f.finish(t)
-	ends := c.EndOffsets(t, in)
-	kafkatest.WaitFor(t, 60*time.Second, "lag 0", func() bool {
-		return maps.Equal(c.CommittedOffsets(t, app, in), ends)
-	})
-	for name, i := range inst {
-		require.NoError(t, i.stop(t), "instance %s", name)
-	}
-	t.Logf("%d inputs", len(ins))
-	requireEchoExactlyOnce(t, ins, c.ReadCommitted(t, out))
+	finishEchoExactlyOnce(t, c, f, app, in, out, inst)
 }
 
 // TestRevokedWhileFencing revokes a task from an instance while the task's
@@ -211,14 +201,5 @@ func TestRevokedWhileFencing(t *testing.T) {
 	groupTasks(t, c, app, map[string]int{"a": 3, "b": 3, "c": 3, "d": 3}, inst)
 	require.True(t, synced.Load(), "c synced while its fences were held")
 
-	ins := f.finish(t)
-	ends := c.EndOffsets(t, in)
-	kafkatest.WaitFor(t, 60*time.Second, "lag 0", func() bool {
-		return maps.Equal(c.CommittedOffsets(t, app, in), ends)
-	})
-	for name, i := range inst {
-		require.NoError(t, i.stop(t), "instance %s", name)
-	}
-	t.Logf("%d inputs", len(ins))
-	requireEchoExactlyOnce(t, ins, c.ReadCommitted(t, out))
+	finishEchoExactlyOnce(t, c, f, app, in, out, inst)
 }

@@ -19,16 +19,12 @@ import (
 const offsetFetchPatience = 30 * time.Second
 
 // fetchCommitted fetches the group's committed offsets of ts, retrying while
-// the coordinator is not ready: on a fresh cluster the first group lookup
-// answers COORDINATOR_NOT_AVAILABLE until __consumer_offsets exists, and a
-// coordinator that is loading or moving answers
-// COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR. Other errors, and a
-// coordinator still not ready after offsetFetchPatience, are returned.
+// the coordinator is not ready (retryNotReady).
 func fetchCommitted(ctx context.Context, adm *kadm.Client, log *slog.Logger, g string, ts []string) (kadm.OffsetResponses, error) {
-	deadline := time.Now().Add(offsetFetchPatience)
-	backoff := 50 * time.Millisecond
-	for {
-		resps, err := adm.FetchOffsetsForTopics(ctx, g, ts...)
+	var resps kadm.OffsetResponses
+	err := retryNotReady(ctx, log, g, 50*time.Millisecond, func() error {
+		var err error
+		resps, err = adm.FetchOffsetsForTopics(ctx, g, ts...)
 		if err == nil {
 			// A partition's error can be the coordinator's too.
 			resps.Each(func(o kadm.OffsetResponse) {
@@ -36,20 +32,36 @@ func fetchCommitted(ctx context.Context, adm *kadm.Client, log *slog.Logger, g s
 					err = o.Err
 				}
 			})
-			if err == nil {
-				return resps, nil
-			}
+		}
+		return err
+	})
+	return resps, err
+}
+
+// retryNotReady calls fetch, a committed-offset fetch of group g, until it
+// succeeds, retrying (from backoff, doubling up to 1s) while the
+// coordinator is not ready: on a fresh cluster the first group lookup
+// answers COORDINATOR_NOT_AVAILABLE until __consumer_offsets exists, and a
+// coordinator that is loading or moving answers
+// COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR. Other errors, and a
+// coordinator still not ready after offsetFetchPatience, are returned.
+func retryNotReady(ctx context.Context, log *slog.Logger, g string, backoff time.Duration, fetch func() error) error {
+	deadline := time.Now().Add(offsetFetchPatience)
+	for {
+		err := fetch()
+		if err == nil {
+			return nil
 		}
 		if !coordinatorNotReady(err) || time.Now().Add(backoff).After(deadline) {
 			if coordinatorNotReady(err) {
 				err = fmt.Errorf("coordinator not ready after %v: %w", offsetFetchPatience, err)
 			}
-			return resps, groupACL(err, g)
+			return groupACL(err, g)
 		}
 		log.Debug("offset fetch: coordinator not ready, retrying", "group", g, "err", err, "backoff", backoff)
 		select {
 		case <-ctx.Done():
-			return nil, err
+			return err
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, time.Second)
@@ -71,27 +83,16 @@ func coordinatorNotReady(err error) bool {
 // task that is completing (UNSTABLE_OFFSET_COMMIT on its partitions) does
 // not hold the answer back. A partition without a commit has offset -1.
 func fetchTaskCommitted(ctx context.Context, cl *kgo.Client, log *slog.Logger, g string, ts []string, p int32) (map[string]int64, error) {
-	deadline := time.Now().Add(offsetFetchPatience)
-	backoff := 20 * time.Millisecond
-	for {
-		offs, err := fetchTaskCommittedOnce(ctx, cl, g, ts, p)
-		if err == nil {
-			return offs, nil
-		}
-		if !coordinatorNotReady(err) || time.Now().Add(backoff).After(deadline) {
-			if coordinatorNotReady(err) {
-				err = fmt.Errorf("coordinator not ready after %v: %w", offsetFetchPatience, err)
-			}
-			return nil, groupACL(err, g)
-		}
-		log.Debug("offset fetch: coordinator not ready, retrying", "group", g, "partition", p, "err", err, "backoff", backoff)
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
+	var offs map[string]int64
+	err := retryNotReady(ctx, log, g, 20*time.Millisecond, func() error {
+		var err error
+		offs, err = fetchTaskCommittedOnce(ctx, cl, g, ts, p)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return offs, nil
 }
 
 func fetchTaskCommittedOnce(ctx context.Context, cl *kgo.Client, g string, ts []string, p int32) (map[string]int64, error) {
