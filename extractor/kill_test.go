@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk/extractor"
+	"github.com/flechtwerk/flechtwerk/fencing"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/runner"
 )
@@ -114,6 +115,19 @@ func TestKillMidPage(t *testing.T) {
 		<-exited
 		t.Logf("round %d: killed with %d items visible", round, countVisible(t, c, out))
 	}
+
+	// The last killed process's last transaction may be committed with
+	// its markers not yet written, or open: fence both tokens (a commit
+	// under way completes, an open transaction aborts) and wait for the
+	// markers, so what is read below is what the next owner resumes from.
+	for token := range int32(2) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		p, err := fencing.Init(ctx, fencing.TransactionalID(app, token), 10*time.Second, kgo.SeedBrokers(c.Brokers...))
+		cancel()
+		require.NoError(t, err, "fencing token %d", token)
+		p.Close()
+	}
+	c.WaitSettled(t, out)
 
 	// What is visible now is a prefix of each source, made of whole pages.
 	visible := map[string]int{}
