@@ -113,6 +113,7 @@ func TestHandOversKeepSequences(t *testing.T) {
 		}
 		p.Close()
 	}
+	h.c.WaitSettled(t, h.out) // the last commit's markers
 	require.Len(t, h.c.ReadCommitted(t, h.out), want)
 }
 
@@ -158,6 +159,7 @@ func TestFencedProducerSeesFence(t *testing.T) {
 		}
 		next.Close()
 	}
+	h.c.WaitSettled(t, h.out) // the last commit's markers
 	got := h.c.ReadCommitted(t, h.out)
 	require.Len(t, got, want, fmt.Sprintf("outputs %v", kafkatest.Keys(got)))
 }
