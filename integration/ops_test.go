@@ -145,6 +145,17 @@ func TestMetricsCount(t *testing.T) {
 	r, rn := startRunner(t, c, counter(out), runner.ApplicationID(app), runner.InputTopics(in),
 		runner.StateDir(t.TempDir()), runner.MaxPollRecords(37), runner.Metrics(reg))
 	waitCommitted(t, c, app, in, 60*time.Second, rn.done)
+	// The committed offsets are visible once the broker has written the
+	// last commit's markers, which can be before the runner has its EndTxn
+	// answer and counts that commit: wait for the last count of a commit.
+	kafkatest.WaitFor(t, 10*time.Second, "the last commit counted", func() bool {
+		recsIn, _ := sum(t, reg, metrics.RecordsIn, map[string]string{"application_id": app, "topic": in})
+		recsOut, _ := sum(t, reg, metrics.RecordsOut, nil)
+		writes, _ := sum(t, reg, metrics.StateWrites, nil)
+		values, _ := sum(t, reg, metrics.StateValueBytes, nil)
+		return recsIn == n && recsOut == n && writes > 0 && values == writes
+	})
+	c.WaitSettled(t, out)
 	h := r.Handler(reg)
 
 	recsIn, _ := sum(t, reg, metrics.RecordsIn, map[string]string{"application_id": app, "topic": in})
@@ -206,10 +217,9 @@ func TestMetricsOffsetsOnly(t *testing.T) {
 	waitCommitted(t, c, app, in, 60*time.Second, rn.done)
 	kafkatest.WaitFor(t, 10*time.Second, "every input counted", func() bool {
 		recsIn, _ := sum(t, reg, metrics.RecordsIn, map[string]string{"topic": in})
-		return recsIn == n
+		inBytes, _ := sum(t, reg, metrics.InputBytes, map[string]string{"topic": in})
+		return recsIn == n && inBytes == keyValueBytes(ins)
 	})
-	inBytes, _ := sum(t, reg, metrics.InputBytes, map[string]string{"topic": in})
-	require.Equal(t, keyValueBytes(ins), inBytes)
 	committed, _ := sum(t, reg, metrics.TxnCommitted, nil)
 	require.Zero(t, committed)
 	_, outSeries := sum(t, reg, metrics.RecordsOut, nil)
@@ -231,14 +241,16 @@ func TestMetricsDeadLetter(t *testing.T) {
 	_, rn := startRunner(t, c, orders(out), runner.ApplicationID(app), runner.InputTopics(in),
 		runner.InvalidRecords(runner.DeadLetter(dlq)), runner.Metrics(reg))
 	waitCommitted(t, c, app, in, 60*time.Second, rn.done)
-	kafkatest.WaitFor(t, 10*time.Second, "every input counted", func() bool {
+	// The runner counts a commit once it has the EndTxn answer, which can
+	// be after the committed offsets are visible; invalid records and dead
+	// letters are counted last.
+	kafkatest.WaitFor(t, 10*time.Second, "every input, invalid record and dead letter counted", func() bool {
 		recsIn, _ := sum(t, reg, metrics.RecordsIn, map[string]string{"topic": in})
-		return recsIn == 4
+		invalid, _ := sum(t, reg, metrics.InvalidRecords, map[string]string{"policy": "dead-letter"})
+		dead, _ := sum(t, reg, metrics.DeadLetters, map[string]string{"topic": dlq})
+		return recsIn == 4 && invalid == 2 && dead == 2
 	})
-	invalid, _ := sum(t, reg, metrics.InvalidRecords, map[string]string{"policy": "dead-letter"})
-	require.Equal(t, 2.0, invalid)
-	dead, _ := sum(t, reg, metrics.DeadLetters, map[string]string{"topic": dlq})
-	require.Equal(t, 2.0, dead)
+	c.WaitSettled(t, dlq)
 	require.Len(t, c.ReadCommitted(t, dlq), 2)
 	recsOut, _ := sum(t, reg, metrics.RecordsOut, nil)
 	require.Equal(t, 4.0, recsOut, "two outputs and two dead letters")
@@ -358,6 +370,9 @@ func TestQueryCommittedOnly(t *testing.T) {
 	waitCommitted(t, c, app, in, 60*time.Second, rn.done)
 
 	ctx := context.Background()
+	// The committed offsets can be visible before the runner has the EndTxn
+	// answer and applies the transaction's state to its store.
+	waitState(t, r, "a", "1")
 	v, found, err := r.Get(ctx, 0, []byte("a"))
 	require.NoError(t, err)
 	require.True(t, found)
@@ -380,13 +395,20 @@ func TestQueryCommittedOnly(t *testing.T) {
 	require.False(t, found)
 	close(release)
 	waitCommitted(t, c, app, in, 60*time.Second, rn.done)
-	v, _, err = r.Get(ctx, 0, []byte("a"))
-	require.NoError(t, err)
-	require.Equal(t, "2", string(v))
+	waitState(t, r, "a", "2")
 	keys := 0
 	require.NoError(t, r.Range(ctx, 0, func(k, v []byte) bool { keys++; return true }))
 	require.Equal(t, 1, keys)
 	require.NoError(t, rn.stop(t))
+}
+
+// waitState waits until task 0's committed state of key is want.
+func waitState(t testing.TB, r *runner.Runner, key, want string) {
+	t.Helper()
+	kafkatest.WaitFor(t, 10*time.Second, fmt.Sprintf("committed state of %q is %q", key, want), func() bool {
+		v, _, err := r.Get(context.Background(), 0, []byte(key))
+		return err == nil && string(v) == want
+	})
 }
 
 // TestQueryNotOwner: a partition another instance runs gives a
