@@ -3,6 +3,7 @@ package integration
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
@@ -365,4 +367,40 @@ func settledEnd(t testing.TB, c *kafkatest.Cluster, topic string, p int32) int64
 		return end == c.EndOffsets(t, topic)[p]
 	})
 	return end
+}
+
+// stableOffsets waits until the group has no transactional offset commit
+// pending on the broker (OffsetFetch with require_stable answers without
+// UNSTABLE_OFFSET_COMMIT: the commit's marker on the offsets topic is
+// written, which EndTxn does not wait for) and returns its committed
+// offsets of topic by partition.
+func stableOffsets(t testing.TB, c *kafkatest.Cluster, group, topic string) map[int32]int64 {
+	t.Helper()
+	var out map[int32]int64
+	kafkatest.WaitFor(t, 30*time.Second, "no offset commit of group "+group+" pending", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := c.Adm.FetchOffsets(kadm.RequireStable(ctx), group)
+		if errors.Is(err, kerr.GroupIDNotFound) {
+			out = map[int32]int64{}
+			return true
+		}
+		if err != nil {
+			return false
+		}
+		out = map[int32]int64{}
+		stable := true
+		resp.Each(func(o kadm.OffsetResponse) {
+			if o.Topic != topic {
+				return
+			}
+			if o.Err != nil {
+				stable = false
+			} else if o.At >= 0 {
+				out[o.Partition] = o.At
+			}
+		})
+		return stable
+	})
+	return out
 }
