@@ -329,7 +329,8 @@ func TestIncrementalRebalances(t *testing.T) {
 
 // finishEchoExactlyOnce ends the feed, waits until the group's committed
 // offsets reach the input's end (lag 0), stops every instance (each must
-// end without error) and checks the output exactly once.
+// end without error), waits for the output's markers and checks the output
+// exactly once.
 func finishEchoExactlyOnce(t *testing.T, c *kafkatest.Cluster, f *feeder, app, in, out string, inst map[string]*instance) {
 	t.Helper()
 	ins := f.finish(t)
@@ -341,6 +342,9 @@ func finishEchoExactlyOnce(t *testing.T, c *kafkatest.Cluster, f *feeder, app, i
 		require.NoError(t, i.stop(t), "instance %s", name)
 	}
 	t.Logf("%d inputs", len(ins))
+	// The offsets can be visible before the markers of their transaction
+	// are written on the output (EndTxn returns before them).
+	c.WaitSettled(t, out)
 	requireEchoExactlyOnce(t, ins, c.ReadCommitted(t, out))
 }
 

@@ -161,6 +161,10 @@ func TestStandbyFailoverAfterSIGKILL(t *testing.T) {
 	require.Greater(t, standbyAt, int64(20000), "the standby held the state of 20000 keys")
 	t.Logf("failover after SIGKILL: the standby was at %d of %d, the new owner replayed %d records", standbyAt, to, records)
 
+	// The offsets can be visible before the markers of their transaction
+	// are written on the output (the killed owner's last transaction was
+	// ended by the survivor's fence).
+	c.WaitSettled(t, out)
 	counts := map[string][]int{}
 	for _, r := range c.ReadCommitted(t, out) {
 		v, _, _ := strings.Cut(string(r.Value), "@")

@@ -184,7 +184,9 @@ func TestStandbyTakesOverWarm(t *testing.T) {
 	t.Logf("takeover of task %d replayed %d records (offsets %d..%d); the changelog partition holds %d offsets", aTask, records, from, to, to)
 
 	// Exactly once: every key's outputs count 1, 2, ... without a gap or
-	// a duplicate, across both owners.
+	// a duplicate, across both owners. The offsets can be visible before
+	// the markers of their transaction are written on the output.
+	c.WaitSettled(t, out)
 	counts := map[string][]int{}
 	for _, r := range c.ReadCommitted(t, out) {
 		n, err := strconv.Atoi(string(r.Value))
