@@ -83,6 +83,10 @@ func TestMatchesRuntime(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 
+	// The offsets can be visible before the markers of their transaction
+	// are written on the output and the changelog.
+	c.WaitSettled(t, out)
+	c.WaitSettled(t, rn.Changelog())
 	runtimeOuts := map[string][]string{}
 	for _, r := range c.ReadCommitted(t, out) {
 		runtimeOuts[string(r.Key)] = append(runtimeOuts[string(r.Key)], string(r.Value))
