@@ -59,6 +59,7 @@ func TestDescribeShowsTasksAndLag(t *testing.T) {
 	a := startApp(t, c, id, in, out)
 	waitLag0(t, c, id, in, a)
 	waitMembers(t, c, id, 1)
+	waitTransactionsEnded(t, c, id, 2)
 
 	r := cli(t, c, "", "describe", id, "--json")
 	require.Equal(t, admin.ExitOK, r.code, r.stderr)
@@ -204,6 +205,7 @@ func TestResetRefusesWhileRunningThenReprocesses(t *testing.T) {
 	a.stop(t)
 	recs := readAll(t, c, out)
 	require.Len(t, recs, 2*n, "the restart reprocessed every input")
+	c.WaitSettled(t, id+"-changelog") // state get reads up to the last stable offset
 	r = cli(t, c, "", "state", "get", id, "k1")
 	require.Equal(t, admin.ExitOK, r.code, r.stderr)
 	require.Equal(t, strconv.Itoa(2*n/keys)+"\n", r.stdout, "state was kept: counts continued")
@@ -250,6 +252,9 @@ func TestStateGetThenResetStateDeletesChangelog(t *testing.T) {
 	produceKeyed(t, c, in, kvs...)
 	a := startApp(t, c, id, in, out)
 	waitLag0(t, c, id, in, a)
+	// state get reads up to the last stable offset: the offsets can be
+	// visible before the changelog's markers of their transaction.
+	c.WaitSettled(t, id+"-changelog")
 
 	for _, k := range []string{"k0", "k3", "k4"} {
 		r := cli(t, c, "", "state", "get", id, k)

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flechtwerk/flechtwerk/fencing"
 	"github.com/flechtwerk/flechtwerk/internal/admin"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/runner"
@@ -188,4 +189,37 @@ func readAll(t testing.TB, c *kafkatest.Cluster, topic string) []*kgo.Record {
 		return stable
 	})
 	return c.ReadCommitted(t, topic)
+}
+
+// waitTransactionsEnded waits until the transaction coordinator reports
+// the last transaction of each of app's tasks 0..tasks-1 complete, not
+// open (Ongoing) nor being ended (PrepareCommit, PrepareAbort): EndTxn
+// returns before the markers are written and the coordinator completes
+// the transaction after them, so a transaction whose offsets are visible
+// may still be PrepareCommit.
+func waitTransactionsEnded(t testing.TB, c *kafkatest.Cluster, app string, tasks int32) {
+	t.Helper()
+	ids := make([]string, tasks)
+	for n := range tasks {
+		ids[n] = fencing.TransactionalID(app, n)
+	}
+	kafkatest.WaitFor(t, 30*time.Second, fmt.Sprintf("the transactions of %v complete", ids), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		described, err := c.Adm.DescribeTransactions(ctx, ids...)
+		if err != nil {
+			return false
+		}
+		for _, id := range ids {
+			d, ok := described[id]
+			if !ok || d.Err != nil {
+				return false
+			}
+			switch d.State {
+			case "Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence":
+				return false
+			}
+		}
+		return true
+	})
 }
