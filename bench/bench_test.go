@@ -132,6 +132,9 @@ func benchEOS(b *testing.B) float64 {
 	b.StopTimer()
 
 	stop()
+	// The offsets can be visible before the markers of their transaction
+	// are written on the output.
+	c.WaitSettled(b, out)
 	require.Len(b, c.ReadCommitted(b, out), partitions+b.N, "one output per input")
 	return reportRate(b)
 }
