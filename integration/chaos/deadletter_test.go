@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flechtwerk/flechtwerk/fencing"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 )
 
@@ -114,6 +116,20 @@ func TestDeadLetterExactlyOnceUnderSIGKILL(t *testing.T) {
 		// time out); exactly-once must hold anyway.
 		t.Logf("deadletter: slot %d gen %d exited by itself: %v", e.slot, e.gen, e.err)
 	}
+	// The last transactions' markers may not be written yet (EndTxn
+	// returns before them), and a process that did not stop cleanly may
+	// have left one open: fence every task's transactional ID (a commit
+	// under way completes, an open transaction aborts) and wait for the
+	// markers, so what is read below is what a next owner resumes from.
+	for n := range int32(partitions) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		p, err := fencing.Init(ctx, fencing.TransactionalID(app, n), 10*time.Second, kgo.SeedBrokers(c.Brokers...))
+		cancel()
+		require.NoError(t, err, "fencing task %d", n)
+		p.Close()
+	}
+	c.WaitSettled(t, out)
+	c.WaitSettled(t, dlq)
 
 	// Every good record exactly once in the output, seq exact per key.
 	seen := map[int64]int{}
