@@ -243,26 +243,48 @@ func (h *harness) verify(want map[int32]int64) result {
 	return res
 }
 
-// openTransactions notes partitions of the output and changelog whose last
-// stable offset lags their high watermark: a transaction left open after
-// every process stopped.
+// settleWait bounds how long verify waits for the last transactions'
+// markers once every process stopped.
+const settleWait = 30 * time.Second
+
+// openTransactions waits, up to settleWait, until the last stable offset
+// of every partition of the output and changelog reaches its high
+// watermark: EndTxn returns before the markers are written, so the last
+// commits of the stopped processes may still be settling, and a read up to
+// the last stable offsets would miss them. It notes the partitions where
+// the two stay apart: a transaction left open after every process stopped.
 func (h *harness) openTransactions(ctx context.Context, res *result) {
 	topics := []string{h.out}
 	if h.cfg.processor == "sequencer" {
 		topics = append(topics, h.changelog())
 	}
-	for _, topic := range topics {
-		hwm, err1 := h.listOffsets(ctx, h.c.Adm.ListEndOffsets, topic)
-		lso, err2 := h.listOffsets(ctx, h.c.Adm.ListCommittedOffsets, topic)
-		if err1 != nil || err2 != nil {
-			res.problems = append(res.problems, fmt.Sprintf("offsets of %s: %v %v", topic, err1, err2))
-			continue
-		}
-		for p, e := range hwm {
-			if lso[p] != e {
-				h.t.Logf("chaos: %s/%d: transaction still open after all processes stopped (hwm %d, lso %d)", topic, p, e, lso[p])
+	deadline := time.Now().Add(settleWait)
+	for {
+		var errs, open []string
+		for _, topic := range topics {
+			hwm, err1 := h.listOffsets(ctx, h.c.Adm.ListEndOffsets, topic)
+			lso, err2 := h.listOffsets(ctx, h.c.Adm.ListCommittedOffsets, topic)
+			if err1 != nil || err2 != nil {
+				errs = append(errs, fmt.Sprintf("offsets of %s: %v %v", topic, err1, err2))
+				continue
+			}
+			for p, e := range hwm {
+				if lso[p] != e {
+					open = append(open, fmt.Sprintf("%s/%d: transaction still open after all processes stopped (hwm %d, lso %d)", topic, p, e, lso[p]))
+				}
 			}
 		}
+		if len(errs) == 0 && len(open) == 0 {
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			res.problems = append(res.problems, errs...)
+			for _, o := range open {
+				h.t.Logf("chaos: %s", o)
+			}
+			return
+		}
+		sleep(ctx, 100*time.Millisecond)
 	}
 }
 
