@@ -131,7 +131,7 @@ func TestStandbyTakesOverWarm(t *testing.T) {
 	var runs []*standbyRun
 	state := func() string {
 		var b strings.Builder
-		fmt.Fprintf(&b, "produced %v, committed %v\n%s", produced, c.CommittedOffsets(t, app, in), appState(c, app, in))
+		fmt.Fprintf(&b, "produced %v, committed %v\n%s", produced, c.CommittedOffsets(t, app, in), c.Describe(app, in))
 		for i, s := range runs {
 			fmt.Fprintf(&b, "--- runner %c: %s", 'a'+i, runState(s.r))
 			fmt.Fprintf(&b, "its log, last lines:\n%s\n", lastLines(s.log.String(), 100))

@@ -1,16 +1,11 @@
 package runner
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/flechtwerk/flechtwerk/internal/admin"
-	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 )
 
 // runState describes what r is doing, for a test whose wait timed out: its
@@ -90,22 +85,6 @@ func within(d time.Duration, what string, fn func() string) string {
 	case <-time.After(d):
 		return fmt.Sprintf("(%s still held after %v)\n", what, d)
 	}
-}
-
-// appState is what the cluster says about application app with input
-// topics inputs: describe APP (group members and their assignments, task
-// owners, committed offsets against end offsets, changelog, transactions
-// of the tasks' transactional IDs).
-func appState(c *kafkatest.Cluster, app string, inputs ...string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	d, err := admin.Describe(ctx, c.Adm, app, inputs)
-	if err != nil {
-		return fmt.Sprintf("describe %s: %v\n", app, err)
-	}
-	var b bytes.Buffer
-	d.Print(&b)
-	return b.String()
 }
 
 // lastLines returns the last n lines of s.

@@ -19,6 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/internal/admin"
 )
 
 // Cluster is a broker for one test.
@@ -320,4 +322,22 @@ func Shuffle[T any](xs []T) []T {
 	out := append([]T(nil), xs...)
 	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	return out
+}
+
+// Describe returns what describe APP prints for application app with
+// input topics inputs (all its topics when empty): the group's members
+// and their assignments, the tasks' owners, the committed offsets against
+// the end offsets, the changelog and the transactions of the tasks'
+// transactional IDs; or why it could not be described. For the state a
+// test reports when a wait timed out (WaitForState).
+func (c *Cluster) Describe(app string, inputs ...string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := admin.Describe(ctx, c.Adm, app, inputs)
+	if err != nil {
+		return fmt.Sprintf("describe %s: %v\n", app, err)
+	}
+	var b strings.Builder
+	d.Print(&b)
+	return b.String()
 }
