@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -108,6 +109,7 @@ func (s *standbyRun) stop(t *testing.T) {
 // once across the handover.
 func TestStandbyTakesOverWarm(t *testing.T) {
 	c := kafkatest.New(t)
+	c.TraceTransactions(t)
 	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("standby")
 	const partitions = 2
 	c.CreateTopic(t, in, partitions)
@@ -123,8 +125,22 @@ func TestStandbyTakesOverWarm(t *testing.T) {
 		}
 		c.Produce(t, recs...)
 	}
+	// On a timeout, the state of the group, the offsets, the
+	// transactions and both runners (a wait of this test failed once in
+	// CI, and could not be reproduced).
+	var runs []*standbyRun
+	state := func() string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "produced %v, committed %v\n%s", produced, c.CommittedOffsets(t, app, in), c.Describe(app, in))
+		for i, s := range runs {
+			fmt.Fprintf(&b, "--- runner %c: %s", 'a'+i, runState(s.r))
+			fmt.Fprintf(&b, "its log, last lines:\n%s\n", lastLines(s.log.String(), 100))
+		}
+		b.WriteString(kafkatest.Goroutines("flechtwerk/runner.", "flechtwerk/internal/standby.", "flechtwerk/task."))
+		return b.String()
+	}
 	waitCommitted := func(what string) {
-		kafkatest.WaitFor(t, 30*time.Second, what, func() bool {
+		kafkatest.WaitForState(t, 30*time.Second, what, func() bool {
 			got := c.CommittedOffsets(t, app, in)
 			for p := range int32(partitions) {
 				if got[p] != int64(produced[p]) {
@@ -132,17 +148,19 @@ func TestStandbyTakesOverWarm(t *testing.T) {
 				}
 			}
 			return true
-		})
+		}, state)
 	}
 
 	a := startStandbyRunner(t, c, app, in, out)
+	runs = append(runs, a)
 	produce(300)
 	waitCommitted("a committed every input")
 	b := startStandbyRunner(t, c, app, in, out)
+	runs = append(runs, b)
 
 	// Each instance runs one task and keeps a standby of the other's.
 	var aTask, bTask int32
-	kafkatest.WaitFor(t, 30*time.Second, "one task and one standby on each instance", func() bool {
+	kafkatest.WaitForState(t, 30*time.Second, "one task and one standby on each instance", func() bool {
 		_, as := a.offsets()
 		_, bs := b.offsets()
 		if len(as) != 1 || len(bs) != 1 || as[0] == bs[0] {
@@ -150,17 +168,19 @@ func TestStandbyTakesOverWarm(t *testing.T) {
 		}
 		aTask, bTask = bs[0], as[0]
 		return true
-	})
+	}, state)
 	produce(200)
 	waitCommitted("both committed every input")
 	topic := app + "-changelog"
 	// b's standby of a's task reaches the changelog's last stable offset.
 	var standbyAt int64
-	kafkatest.WaitFor(t, 30*time.Second, "b's standby caught up", func() bool {
+	kafkatest.WaitForState(t, 30*time.Second, "b's standby caught up", func() bool {
 		offs, _ := b.offsets()
 		end := c.EndOffsets(t, topic)[aTask]
 		standbyAt = offs[aTask]
 		return end > 0 && standbyAt >= end-1 // at the end, or before the last marker
+	}, func() string {
+		return fmt.Sprintf("b's standby of task %d at %d, the changelog's end offsets %v\n%s", aTask, standbyAt, c.EndOffsets(t, topic), state())
 	})
 	require.Contains(t, a.log.String(), fmt.Sprintf(`msg="standby restored" partition=%d`, bTask))
 	require.Contains(t, b.log.String(), fmt.Sprintf(`msg="standby restored" partition=%d`, aTask))

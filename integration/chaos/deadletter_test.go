@@ -75,23 +75,50 @@ func TestDeadLetterExactlyOnceUnderSIGKILL(t *testing.T) {
 		}
 		return sum
 	}
+	// On a timeout: the group, offsets and transactions, and the
+	// processes' logs (a wait of this test failed once in CI).
+	state := func() string {
+		return fmt.Sprintf("committed %v, ends %v\n%s%s", c.CommittedOffsets(t, app, in), ends, c.Describe(app, in), f.tails(40))
+	}
+	// alone reports whether the group is stable with p as its only
+	// member: the members of the generations killed before are gone.
+	alone := func(p *proc) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		gs, err := c.Adm.DescribeGroups(ctx, app)
+		if err != nil {
+			return false
+		}
+		g := gs[app]
+		return g.Err == nil && g.State == "Stable" && len(g.Members) == 1 && g.Members[0].ClientID == p.clientID
+	}
 	p := f.start(0)
 	inFlight := 0
-	var last int64
 	for k := range kills {
-		// Wait until this generation commits (its group is stable: kfake
-		// can stall a rebalance hit by a kill), then kill it mid-run.
+		// Wait until this generation runs, then kill it mid-run: the
+		// group is stable with it as its only member, and it committed
+		// since. A kill must not land while it joins: kfake keeps a
+		// member killed in JoinGroup in the group for good, without a
+		// session timer, holding the partitions it is assigned (see
+		// settle in faults_test.go). A commit alone does not tell: the
+		// last commit of the generation killed before can land after
+		// the committed offsets were read and before its kill.
 		// A generation may drain the rest before it is killed (the input
 		// is finite): then there is nothing left to kill it in.
-		kafkatest.WaitFor(t, 60*time.Second, "a commit before kill "+strconv.Itoa(k), func() bool {
-			return committed() > last || drained()
-		})
+		began := time.Now()
+		kafkatest.WaitForState(t, 60*time.Second, fmt.Sprintf("generation %d alone in the stable group before kill %d", p.gen, k), func() bool {
+			return alone(p) || drained()
+		}, state)
+		from := committed()
+		kafkatest.WaitForState(t, 60*time.Second, fmt.Sprintf("a commit of generation %d before kill %d", p.gen, k), func() bool {
+			return committed() > from || drained()
+		}, state)
+		t.Logf("deadletter: generation %d alone in the group and committed %v after it started", p.gen, time.Since(began).Round(time.Millisecond))
 		if drained() {
 			t.Logf("deadletter: input drained after %d kills", k)
 			break
 		}
 		time.Sleep(time.Duration(100+100*k) * time.Millisecond)
-		last = committed()
 		if drained() {
 			t.Logf("deadletter: input drained after %d kills", k)
 			break
@@ -104,7 +131,7 @@ func TestDeadLetterExactlyOnceUnderSIGKILL(t *testing.T) {
 	deadline := time.Now().Add(120 * time.Second)
 	for !drained() {
 		if time.Now().After(deadline) {
-			t.Fatalf("lag not 0 within 120s of the last kill: committed %v, ends %v\n%s", c.CommittedOffsets(t, app, in), ends, f.tails(15))
+			t.Fatalf("lag not 0 within 120s of the last kill; the state then:\n%s", state())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -124,7 +124,7 @@ func describeCmd(ctx context.Context, args []string, env Env) error {
 	if c.json {
 		return writeJSON(env.Stdout, d)
 	}
-	printDescription(env.Stdout, d)
+	d.Print(env.Stdout)
 	return nil
 }
 
@@ -453,7 +453,9 @@ func describeTransactions(ctx context.Context, adm *kadm.Client, ids []string) (
 	return out, nil
 }
 
-func printDescription(w io.Writer, d *Description) {
+// Print writes d as describe APP prints it (tables of the members, tasks,
+// input lag, changelog and transactions).
+func (d *Description) Print(w io.Writer) {
 	fmt.Fprintf(w, "Application %s: group state %s, %d member(s), inputs %s\n\n", d.App, d.Group.State, len(d.Group.Members), orNone(strings.Join(d.Inputs, ", ")))
 
 	if len(d.Group.Members) > 0 {

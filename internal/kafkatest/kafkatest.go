@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -18,6 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/internal/admin"
 )
 
 // Cluster is a broker for one test.
@@ -249,13 +252,55 @@ func (c *Cluster) WaitSettled(t testing.TB, topic string) {
 // WaitFor polls cond every 50ms until it holds or timeout passes.
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	WaitForState(t, timeout, what, cond, nil)
+}
+
+// WaitForState is WaitFor that, when timeout passes, adds state() to the
+// failure: what the test can tell about the system at that moment (the
+// runners' states, the group, offsets, transactions), so that a wait that
+// failed once says why. A nil state adds nothing.
+func WaitForState(t testing.TB, timeout time.Duration, what string, cond func() bool, state func() string) {
+	t.Helper()
+	began := time.Now()
+	deadline := began.Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			if state == nil {
+				t.Fatalf("timed out after %v waiting for %s", timeout, what)
+			}
+			t.Fatalf("timed out after %v waiting for %s; the state then:\n%s", timeout, what, state())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Goroutines returns the stacks of this process's goroutines whose stack
+// mentions one of frames (e.g. "flechtwerk/runner."): where a stalled
+// runner is waiting.
+func Goroutines(frames ...string) string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var b strings.Builder
+	kept := 0
+	// The first stack is the caller's own.
+	for _, g := range strings.Split(string(buf), "\n\n")[1:] {
+		for _, f := range frames {
+			if strings.Contains(g, f) {
+				b.WriteString(g)
+				b.WriteString("\n\n")
+				kept++
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d goroutines with a frame of %v:\n%s", kept, frames, b.String())
 }
 
 // Keys returns the sorted distinct keys of recs.
@@ -277,4 +322,22 @@ func Shuffle[T any](xs []T) []T {
 	out := append([]T(nil), xs...)
 	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	return out
+}
+
+// Describe returns what describe APP prints for application app with
+// input topics inputs (all its topics when empty): the group's members
+// and their assignments, the tasks' owners, the committed offsets against
+// the end offsets, the changelog and the transactions of the tasks'
+// transactional IDs; or why it could not be described. For the state a
+// test reports when a wait timed out (WaitForState).
+func (c *Cluster) Describe(app string, inputs ...string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := admin.Describe(ctx, c.Adm, app, inputs)
+	if err != nil {
+		return fmt.Sprintf("describe %s: %v\n", app, err)
+	}
+	var b strings.Builder
+	d.Print(&b)
+	return b.String()
 }
