@@ -203,42 +203,49 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 
 // runBuckets runs every bucket, at most cap(p.Sem) at a time across all
 // the runs that share p.Sem (one slot per running bucket), on at most that
-// many goroutines of this run: each takes the next bucket until none is
-// left. A goroutine per bucket would start every bucket on a fresh stack
-// and grow it again in the transform (a JSON decode recurses): that
-// copying took about 40% of the CPU of a task with many keys per chunk
-// (BenchmarkRunManyKeys). A spent deadline wins over a free slot: the
-// buckets not started then do not run, and it returns ctx's error once
-// the started ones ended.
+// many goroutines of this run: each claims the next bucket, takes a slot
+// and runs it, until none is left. A goroutine per bucket would start every
+// bucket on a fresh stack and grow it again in the transform (a JSON
+// decode recurses): that copying took about 40% of the CPU of a task with
+// many keys per chunk (BenchmarkRunManyKeys). A spent deadline wins over a
+// free slot: the buckets not started then do not run, and it returns ctx's
+// error once the started ones ended. A transform that ends its goroutine
+// without returning (runtime.Goexit, as t.FailNow does) gives its slot back
+// and fails the batch.
 func runBuckets(ctx context.Context, p Params, buckets []*bucket, stateful bool) error {
 	var (
 		next, ran atomic.Int64
 		wg        sync.WaitGroup
 	)
+	run := func(bk *bucket) {
+		defer func() { <-p.Sem }()
+		runBucket(ctx, p, bk, stateful)
+		ran.Add(1)
+	}
 	for range min(len(buckets), max(cap(p.Sem), 1)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= len(buckets) {
+					return
+				}
 				select {
 				case p.Sem <- struct{}{}:
 				case <-ctx.Done():
 					return
 				}
-				i := int(next.Add(1)) - 1
-				if i >= len(buckets) {
-					<-p.Sem
-					return
-				}
-				runBucket(ctx, p, buckets[i], stateful)
-				<-p.Sem
-				ran.Add(1)
+				run(buckets[i])
 			}
 		}()
 	}
 	wg.Wait()
 	if int(ran.Load()) < len(buckets) {
-		return fmt.Errorf("%s: %w", p.Name, ctx.Err())
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%s: %w", p.Name, err)
+		}
+		return fmt.Errorf("%s: a transform ended its goroutine without returning (runtime.Goexit, e.g. t.FailNow in a transform); the batch is not committed", p.Name)
 	}
 	return nil
 }

@@ -3,9 +3,13 @@ package batch_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -159,4 +163,43 @@ func TestRunBoundsConcurrentBuckets(t *testing.T) {
 	_, err := batch.Run(context.Background(), batch.Params{Transformer: tr, Partition: 2, Sem: make(chan struct{}, 3)}, recs)
 	require.NoError(t, err)
 	require.LessOrEqual(t, peak, 3)
+}
+
+// TestRunBucketsShareTheSlotsAndGiveThemBack: more buckets than slots all
+// run, never more at once than the semaphore holds, and every slot is free
+// again after Run; a transform that ends its goroutine without returning
+// (runtime.Goexit, what t.FailNow does) fails the batch and frees its slot
+// too.
+func TestRunBucketsShareTheSlotsAndGiveThemBack(t *testing.T) {
+	var running, most atomic.Int32
+	tr, ok := stage.TransformerOf(transformer.New(func(_ context.Context, r *transformer.Record, n int, e *transformer.Emitter[int]) error {
+		now := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+		}
+		if string(r.Value) == "exit" {
+			runtime.Goexit()
+		}
+		time.Sleep(time.Millisecond)
+		e.SetState(n + 1)
+		return nil
+	}))
+	require.True(t, ok)
+	sem := make(chan struct{}, 3)
+	p := batch.Params{Transformer: tr, Partition: 2, Sem: sem, Name: "task 2",
+		State: func([]byte) ([]byte, bool, error) { return nil, false, nil }}
+	var recs []*kgo.Record
+	for i := range 40 {
+		recs = append(recs, rec("a", int64(i), fmt.Sprint("k", i%20), "v"))
+	}
+	res, err := batch.Run(context.Background(), p, recs)
+	require.NoError(t, err)
+	require.Len(t, res.Writes, 20, "every bucket ran")
+	require.LessOrEqual(t, most.Load(), int32(3), "at most the semaphore's slots at once")
+	require.Greater(t, most.Load(), int32(1), "buckets run concurrently")
+	require.Zero(t, len(sem), "every slot is given back")
+
+	_, err = batch.Run(context.Background(), p, append(recs, rec("a", 40, "k3", "exit")))
+	require.ErrorContains(t, err, "task 2: a transform ended its goroutine without returning")
+	require.Zero(t, len(sem), "the exited bucket's slot is given back")
 }
