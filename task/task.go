@@ -74,7 +74,7 @@ func Start(ctx context.Context, cfg Config, proc stage.Transformer) (*Task, erro
 	// refresh (NOT_ENOUGH_REPLICAS from Kafka's partition verification
 	// when concurrent produce requests add partitions, a stale leader)
 	// waits for at most the producer's MetadataMinAge: fencing.Init sets
-	// it (250ms) after every caller option, so it holds for every task
+	// it (20ms) after every caller option, so it holds for every task
 	// producer.
 	opts := append([]kgo.Opt{kgo.ProducerLinger(0)}, cfg.KafkaOpts...)
 	p, err := txn.Open(ctx, config.TransactionalID(cfg.ApplicationID, cfg.Partition), cfg.TransactionTimeout, cfg.Changelog, opts...)

@@ -172,10 +172,10 @@ func TestOpenKeepsFencingMetadataMinAge(t *testing.T) {
 	h := newHandover(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := Open(ctx, h.id, time.Minute, h.clog, kgo.SeedBrokers(h.c.Brokers...), kgo.MetadataMinAge(50*time.Millisecond))
+	p, err := Open(ctx, h.id, time.Minute, h.clog, kgo.SeedBrokers(h.c.Brokers...), kgo.MetadataMinAge(time.Second))
 	require.NoError(t, err)
 	defer p.Close()
-	require.Equal(t, 250*time.Millisecond, p.cl.OptValue(kgo.MetadataMinAge))
+	require.Equal(t, 20*time.Millisecond, p.cl.OptValue(kgo.MetadataMinAge))
 }
 
 // TestUnmovedProducersKeepSequences runs two transactional IDs without a
