@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk/extractor"
-	"github.com/flechtwerk/flechtwerk/fencing"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/runner"
 )
@@ -120,13 +119,7 @@ func TestKillMidPage(t *testing.T) {
 	// its markers not yet written, or open: fence both tokens (a commit
 	// under way completes, an open transaction aborts) and wait for the
 	// markers, so what is read below is what the next owner resumes from.
-	for token := range int32(2) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		p, err := fencing.Init(ctx, fencing.TransactionalID(app, token), 10*time.Second, kgo.SeedBrokers(c.Brokers...))
-		cancel()
-		require.NoError(t, err, "fencing token %d", token)
-		p.Close()
-	}
+	c.FenceTasks(t, app, 2)
 	c.WaitSettled(t, out)
 
 	// What is visible now is a prefix of each source, made of whole pages.

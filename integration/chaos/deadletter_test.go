@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/flechtwerk/flechtwerk/fencing"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 )
 
@@ -148,13 +147,7 @@ func TestDeadLetterExactlyOnceUnderSIGKILL(t *testing.T) {
 	// have left one open: fence every task's transactional ID (a commit
 	// under way completes, an open transaction aborts) and wait for the
 	// markers, so what is read below is what a next owner resumes from.
-	for n := range int32(partitions) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		p, err := fencing.Init(ctx, fencing.TransactionalID(app, n), 10*time.Second, kgo.SeedBrokers(c.Brokers...))
-		cancel()
-		require.NoError(t, err, "fencing task %d", n)
-		p.Close()
-	}
+	c.FenceTasks(t, app, partitions)
 	c.WaitSettled(t, out)
 	c.WaitSettled(t, dlq)
 

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flechtwerk/flechtwerk/fencing"
 	"github.com/flechtwerk/flechtwerk/internal/admin"
 )
 
@@ -227,6 +228,21 @@ func (c *Cluster) EndOffsets(t testing.TB, topic string) map[int32]int64 {
 	out := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
 	return out
+}
+
+// FenceTasks fences the transactional IDs of the tasks (or extractor
+// tokens) 0 to n-1 of app, as their next owner would: a commit under way
+// completes and an open transaction aborts. A test that killed processes
+// calls it, then WaitSettled, before it reads what they left.
+func (c *Cluster) FenceTasks(t testing.TB, app string, n int32) {
+	t.Helper()
+	for i := range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		p, err := fencing.Init(ctx, fencing.TransactionalID(app, i), 10*time.Second, c.clientOpts()...)
+		cancel()
+		require.NoError(t, err, "fencing %s", fencing.TransactionalID(app, i))
+		p.Close()
+	}
 }
 
 // WaitSettled waits until no transaction is pending on any partition of
