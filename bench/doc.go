@@ -103,74 +103,74 @@
 //
 // # Results
 //
-// One `BENCH_RECORDS=1000000 BENCH_KFAKE_RECORDS=0 make bench` (about 5
+// One `BENCH_RECORDS=1000000 BENCH_KFAKE_RECORDS=0 make bench` (about 6
 // minutes) on Apache Kafka 4.4.0, single broker on the shared 2-core
-// machine with other work running (load average 7-12; absolute figures are
-// noisy, ratios are from the same run):
+// machine (load average about 2.6; absolute figures are noisy, ratios are
+// from the same run):
 //
 //	drain                              records/s   ratio
-//	(a) plain loop                         58794
-//	(b) GroupTransactSession loop          21483
-//	(c) runner, CommitInterval 100ms       48743   (c)/(a) 0.83, (c)/(b) 2.27
-//	(c) runner, CommitInterval 10ms        39781
-//	(c) runner, CommitInterval 1s          77238
-//	(ref) MaxPollRecords 20000            105154
-//	(ref) producer linger 0                71809
+//	(a) plain loop                         90906
+//	(b) GroupTransactSession loop          27308
+//	(c) runner, CommitInterval 100ms       97007   (c)/(a) 1.07, (c)/(b) 3.55
+//	(c) runner, CommitInterval 10ms        77296
+//	(c) runner, CommitInterval 1s         167537
+//	(ref) MaxPollRecords 20000            202245
+//	(ref) producer linger 0               137415
 //
-//	latency at 24.4k records/s offered      p50      p99
-//	(c) 100ms                             427ms    886ms
-//	(c) 10ms                              547ms   1.314s
-//	(c) 1s                                764ms   1.292s
-//	(a) plain loop                        15.4ms   46.5ms
-//	(b) GroupTransactSession loop         72.0ms    367ms
+//	latency at 48.5k records/s offered      p50      p99
+//	(c) 100ms                             260ms    562ms
+//	(c) 10ms                              227ms    662ms
+//	(c) 1s                                716ms   1.234s
+//	(a) plain loop                        10.0ms   43.1ms
+//	(b) GroupTransactSession loop          614ms   1.576s
 //
 //	where (c) at 100ms spends it          p50      p99
-//	input produced -> consumer buffer     64ms     264ms
-//	buffer -> poll                         6ms      89ms
-//	poll -> transformed (worker queue)    71ms     373ms
-//	transformed -> outputs acked          69ms     320ms
-//	transformed -> commit began           68ms     272ms
-//	commit began -> EndTxn returned       70ms     289ms
-//	EndTxn returned -> seen by reader     78ms     310ms
-//	  of which other tasks' transactions  13ms     221ms
+//	input produced -> consumer buffer     41ms     162ms
+//	buffer -> poll                         5ms      62ms
+//	poll -> transformed (worker queue)    37ms     209ms
+//	transformed -> outputs acked          44ms     161ms
+//	transformed -> commit began           52ms     160ms
+//	commit began -> EndTxn returned       46ms     140ms
+//	EndTxn returned -> seen by reader     52ms     190ms
+//	  of which other tasks' transactions   9ms     115ms
 //
-//	cold restore: plain read 1714831 records/s, changelog.Restore 378911
-//	records/s, ratio 0.221
+//	cold restore: plain read 2692338 records/s, changelog.Restore 813465
+//	records/s, ratio 0.302
 //
-// CPU profile of (c) (0.51 cores): batch.runBucket 47% cumulative (the
-// transform 34%, its JSON state decode 14%), Task.get 10% (overlay, Pebble
-// Get), txn.Send into kgo Produce about 7%, allocation and GC about 30%.
+// CPU profile of (c) (0.90 cores): the buckets 32% cumulative (the
+// transform 26%, its JSON state decode 6%), Task.Add with txn.Send into
+// kgo Produce 10%, allocation and GC most of the rest.
 //
-// What changed with this run's engine, from the trace: tasks used to
-// commit on intervals of their own, so an output also waited for every
-// other task's transaction that began before it was written (the output
-// partitions' last stable offset): at the 1s interval p50 60-270ms and
-// p99 about 1s after its own EndTxn over five runs, now p50 25-75ms and p99
-// 150-590ms over five runs with all tasks committing at the same ticks; at
-// 100ms that wait was and is small at p50 (0-21ms) and 170-570ms at p99
-// (an output now waits for the slowest of the tick's twelve commits). The
-// wait for the commit at 100ms fell from p50 76-135ms to 43-73ms. Total
-// latency moved less than the load of the machine between runs (one pair
-// at a fixed 6000 records/s: p50/p99 810ms/2.1s before, 362ms/1.1s after;
-// the next pair 232/492ms before, 283ms/1.05s after). The first produce of a transaction met the previous
-// one's markers about once per commit (CONCURRENT_TRANSACTIONS, which kgo
-// retries only after a metadata refresh, throttled to MetadataMinAge, 5s by
-// default); a transaction now joins the offsets partition first
-// (AddOffsetsToTxn, retried from 2ms) and none remain. The partition
-// verification still answers NOT_ENOUGH_REPLICAS to concurrent produce
-// requests that add partitions (several per commit, see -trace-kgo), retried
-// after a metadata refresh, which a task's producer allows every 250ms
-// (fencing.Init; the 50ms the task asked for was overridden by it).
+// What this run's engine changed, each measured with old and new binaries
+// alternating on one broker:
+//
+//   - A chunk's buckets used to run on a new goroutine each, whose stack
+//     then grew again in the JSON decode: runtime.newstack was 40% of the
+//     CPU of a task draining one partition. They now run on at most
+//     Concurrency goroutines of the chunk (BenchmarkRunManyKeys in
+//     internal/batch: 3.2x less time per chunk); one task's drain rose
+//     from 58-73k to 115-123k records/s at 100ms, 68k to 103k at 1s.
+//   - The partition verification answers CONCURRENT_TRANSACTIONS while a
+//     transaction is in a state transition (1588 of 2281 AddPartitions
+//     calls in the broker's debug log over three 5s latency rows); the
+//     client sees NOT_ENOUGH_REPLICAS and retries after a metadata
+//     refresh, at most one per MetadataMinAge, which the task producers
+//     now set to 20ms instead of 250ms: End p99 of one task 152-227ms ->
+//     35-105ms.
 //
 // The targets for the drain are met; the latency targets (p99 <= 2x the
-// interval, p50 <= 30ms at 10ms) are not: each stage above is about one
-// round trip to the loaded broker (50-70ms), which serves twelve
-// transactions per tick (AddOffsetsToTxn, TxnOffsetCommit, EndTxn, two
-// transaction log writes and markers on about 14 partitions each), where
-// (b) has one transaction in flight. Next: let a task keep processing into
-// a buffer during its own commit (the worker-queue stage), send the first
-// records of a transaction in one produce request so that the verification
-// adds its partitions at once, and measure on an unloaded machine.
+// interval, p50 <= 30ms at 10ms) are not. What is left is the number of
+// transactions: each task commits its own (one transactional ID per input
+// partition), and every transaction costs the broker AddOffsetsToTxn,
+// TxnOffsetCommit, EndTxn, transaction log writes and markers on every
+// partition it wrote. At 10000 records/s offered and the 100ms interval,
+// in one sequence of runs: 1 partition p50/p99 61-76ms/191-359ms, 3
+// partitions 133-155ms/432-514ms, 12 partitions 203-618ms/489ms-1.26s;
+// one task at the 10ms interval reached p50 31ms once the metadata wait
+// was gone. Fewer transactions per interval needs one producer for several
+// tasks (Kafka Streams' exactly_once_v2, fenced by the group generation in
+// TxnOffsetCommit), which the design's one transactional ID per partition
+// rules out.
 //
 // # Go benchmarks
 //
