@@ -277,6 +277,37 @@ func BenchmarkTransformerProcess(b *testing.B) {
 	reportRate(b)
 }
 
+// BenchmarkTransformerTwoOutputs is BenchmarkTransformerProcess with the
+// workload of eosbench: two outputs per input, each with the input's
+// header.
+func BenchmarkTransformerTwoOutputs(b *testing.B) {
+	t, ok := stage.TransformerOf(transformer.New(func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
+		n++
+		e.SetState(n)
+		e.SendRecord(transformer.Output{Topic: "out", Key: rec.Key, Value: strconv.AppendInt(nil, int64(n), 10), Headers: rec.Headers})
+		e.SendRecord(transformer.Output{Topic: "out", Key: rec.Key, Value: strconv.AppendInt(nil, int64(2*n), 10), Headers: rec.Headers})
+		return nil
+	}))
+	require.True(b, ok)
+	ctx := context.Background()
+	rec := &kgo.Record{Topic: "in", Key: []byte("k1"), Value: []byte("v"), Headers: []kgo.RecordHeader{{Key: "t", Value: []byte("1764620000000000000")}}}
+	state := []byte("41")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		in, err := t.Prepare(rec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := t.Process(ctx, in, state, true)
+		if err != nil || len(res.Outputs) != 2 || len(res.Outputs[1].Headers) != 1 {
+			b.Fatal(res, err)
+		}
+	}
+	b.StopTimer()
+	reportRate(b)
+}
+
 // BenchmarkDriver runs the counter in batches of 500 records over 1000 keys
 // and 4 partitions through transformertest: the task's batch path (bucket,
 // run concurrently, thread state, dedupe) on an in-memory store.

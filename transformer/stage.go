@@ -135,13 +135,26 @@ func toKgo(outs []Output) []*kgo.Record {
 	if len(outs) == 0 {
 		return nil
 	}
+	// One allocation for the records and one for all their headers: a
+	// record is sent and acknowledged with the others of its call.
+	recs := make([]kgo.Record, len(outs))
+	nh := 0
+	for _, o := range outs {
+		nh += len(o.Headers)
+	}
+	var hs []kgo.RecordHeader
+	if nh > 0 {
+		hs = make([]kgo.RecordHeader, nh)
+	}
 	rs := make([]*kgo.Record, len(outs))
 	for i, o := range outs {
 		// The partitioner sets the partition; -1 until it ran tells a
 		// produce error that none was assigned.
-		r := &kgo.Record{Topic: o.Topic, Partition: -1, Key: o.Key, Value: o.Value}
+		r := &recs[i]
+		*r = kgo.Record{Topic: o.Topic, Partition: -1, Key: o.Key, Value: o.Value}
 		if len(o.Headers) > 0 {
-			r.Headers = make([]kgo.RecordHeader, len(o.Headers))
+			r.Headers = hs[:len(o.Headers):len(o.Headers)]
+			hs = hs[len(o.Headers):]
 			for j, h := range o.Headers {
 				r.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 			}
