@@ -229,6 +229,19 @@ func keyOf(i, keys int, partitions int32) ([]byte, int32) {
 	return []byte("k" + strconv.Itoa(k)), int32(k) % partitions
 }
 
+// keyPartitioner places a key where franz-go's (and the Java client's)
+// default partitioner does, murmur2 of the key: the partition the runner
+// sends an output with that key to.
+var keyPartitioner = kgo.StickyKeyPartitioner(nil).ForTopic("")
+
+// keyOfCopartitioned is keyOf with key k on the partition the default
+// partitioner picks for it, so that the outputs (keyed by the input's key)
+// go to the partition of the same number as their input.
+func keyOfCopartitioned(i, keys int, partitions int32) ([]byte, int32) {
+	key, _ := keyOf(i, keys, partitions)
+	return key, int32(keyPartitioner.Partition(&kgo.Record{Key: key}, int(partitions)))
+}
+
 // produceInputs writes n records over keys to topic, partition by key, and
 // returns the offsets each partition ends at.
 func (e *env) produceInputs(ctx context.Context, topic string, n, keys int, partitions int32) (map[int32]int64, error) {

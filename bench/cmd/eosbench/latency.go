@@ -36,6 +36,10 @@ type latResult struct {
 // − that time. Inputs of the first second are not counted.
 func latencyRun(ctx context.Context, e *env, c config, p processor, rate float64, record bool, stats *reqStats) (*latResult, error) {
 	parts := int32(c.partitions)
+	place := keyOf
+	if p.copartitioned {
+		place = keyOfCopartitioned
+	}
 	in, out, group := e.name("lat-in"), e.name("lat-out"), e.name("lat-group")
 	for _, t := range []string{in, out} {
 		if err := e.createTopic(ctx, t, parts, false); err != nil {
@@ -62,8 +66,15 @@ func latencyRun(ctx context.Context, e *env, c config, p processor, rate float64
 		return nil, err
 	}
 	ends := map[int32]int64{}
-	for k := range int(parts) {
-		key, pt := keyOf(k, c.keys, parts)
+	// One warm-up record per partition (keys until every partition has one).
+	for k := 0; len(ends) < int(parts); k++ {
+		if k == c.keys {
+			return nil, fmt.Errorf("%d keys do not cover %d partitions", c.keys, parts)
+		}
+		key, pt := place(k, c.keys, parts)
+		if _, ok := ends[pt]; ok {
+			continue
+		}
 		ends[pt] = 1
 		if err := warm.ProduceSync(ctx, &kgo.Record{Topic: in, Partition: pt, Key: key, Value: []byte("warm-up"),
 			Headers: []kgo.RecordHeader{{Key: timeHeader, Value: timeValue(time.Now())}}}).FirstErr(); err != nil {
@@ -144,7 +155,7 @@ func latencyRun(ctx context.Context, e *env, c config, p processor, rate float64
 			break
 		}
 		for want := int(rate * el.Seconds()); sent < want; sent++ {
-			key, pt := keyOf(sent, c.keys, parts)
+			key, pt := place(sent, c.keys, parts)
 			prod.Produce(ctx, &kgo.Record{Topic: in, Partition: pt, Key: key, Value: strconv.AppendInt(nil, int64(sent), 10),
 				Headers: []kgo.RecordHeader{{Key: timeHeader, Value: timeValue(time.Now())}}}, promise)
 		}

@@ -182,6 +182,11 @@ func run(ctx context.Context, c config) error {
 	}
 	if c.latencyDur > 0 {
 		procs := []processor{runnerProc("(c) runner, default settings", stats)}
+		if c.reference {
+			cp := runnerProc("(ref) runner, outputs on their input's partition", nil)
+			cp.copartitioned = true
+			procs = append(procs, cp)
+		}
 		for _, v := range intervals {
 			if v.proc != nil {
 				procs = append(procs, *v.proc)

@@ -40,6 +40,10 @@ type processor struct {
 	run   func(ctx context.Context, j job) error
 	// traced: the latency row traces every input (see trace).
 	traced bool
+	// copartitioned: the latency row places every input on the partition
+	// the default partitioner picks for its key (keyOfCopartitioned), not
+	// on key % partitions, so each task writes one output partition.
+	copartitioned bool
 }
 
 // outputs returns the two output values of the count n of a key.
