@@ -63,7 +63,12 @@
 // half the drain rate of (c), -latency-rate to set it) for -latency-duration.
 // A read_committed consumer of the output topic takes latency = the time it
 // received an output − the input's produce time in header "t"; p50/p99/max
-// over all outputs of inputs produced after the first second.
+// over all outputs of inputs produced after the first second. With
+// -reference (the default) a reference latency row runs the runner at the
+// default settings on inputs placed by the default partitioner (murmur2 of
+// the key) instead of key % partitions: every output then goes to the
+// partition of its input's number, so each transaction writes one output
+// partition, where in the main rows each task's keys reach all 12.
 //
 // # Where the time goes
 //
@@ -105,43 +110,46 @@
 //
 // One `BENCH_RECORDS=1000000 BENCH_KFAKE_RECORDS=0 make bench` (about 6
 // minutes) on Apache Kafka 4.4.0, single broker on the shared 2-core
-// machine (load average about 2.6; absolute figures are noisy, ratios are
-// from the same run):
+// machine (absolute figures are noisy, ratios are from the same run):
 //
 //	drain                              records/s   ratio
-//	(a) plain loop                         90906
-//	(b) GroupTransactSession loop          27308
-//	(c) runner, CommitInterval 100ms       97007   (c)/(a) 1.07, (c)/(b) 3.55
-//	(c) runner, CommitInterval 10ms        77296
-//	(c) runner, CommitInterval 1s         167537
-//	(ref) MaxPollRecords 20000            202245
-//	(ref) producer linger 0               137415
+//	(a) plain loop                         90918
+//	(b) GroupTransactSession loop          30930
+//	(c) runner, CommitInterval 100ms      122270   (c)/(a) 1.35, (c)/(b) 3.95
+//	(c) runner, CommitInterval 10ms        84630
+//	(c) runner, CommitInterval 1s         151161
+//	(ref) MaxPollRecords 20000            201000
+//	(ref) producer linger 0               137533
 //
-//	latency at 48.5k records/s offered      p50      p99
-//	(c) 100ms                             260ms    562ms
-//	(c) 10ms                              227ms    662ms
-//	(c) 1s                                716ms   1.234s
-//	(a) plain loop                        10.0ms   43.1ms
-//	(b) GroupTransactSession loop          614ms   1.576s
+//	latency at 61.1k records/s offered      p50      p99
+//	(c) 100ms                             443ms    932ms
+//	(ref) 100ms, outputs on the input's
+//	      partition                       230ms    640ms
+//	(c) 10ms                              317ms    628ms
+//	(c) 1s                                721ms   1.236s
+//	(a) plain loop                        16.2ms   75.2ms
+//	(b) GroupTransactSession loop         5.77s    10.97s (falls behind)
 //
 //	where (c) at 100ms spends it          p50      p99
-//	input produced -> consumer buffer     41ms     162ms
-//	buffer -> poll                         5ms      62ms
-//	poll -> transformed (worker queue)    37ms     209ms
-//	transformed -> outputs acked          44ms     161ms
-//	transformed -> commit began           52ms     160ms
-//	commit began -> EndTxn returned       46ms     140ms
-//	EndTxn returned -> seen by reader     52ms     190ms
-//	  of which other tasks' transactions   9ms     115ms
+//	input produced -> consumer buffer     84ms     294ms
+//	buffer -> poll                        21ms     167ms
+//	poll -> transformed (worker queue)    90ms     423ms
+//	transformed -> outputs acked          62ms     225ms
+//	transformed -> commit began           59ms     197ms
+//	commit began -> EndTxn returned       61ms     208ms
+//	EndTxn returned -> seen by reader     67ms     340ms
+//	  of which other tasks' transactions   5ms     179ms
 //
-//	cold restore: plain read 2692338 records/s, changelog.Restore 813465
-//	records/s, ratio 0.302
+//	cold restore: plain read 2223239 records/s, changelog.Restore 804129
+//	records/s, ratio 0.362
 //
-// CPU profile of (c) (0.90 cores): the buckets 32% cumulative (the
-// transform 26%, its JSON state decode 6%), Task.Add with txn.Send into
-// kgo Produce 10%, allocation and GC most of the rest.
+// CPU: the runner used 0.91 cores during the drain of (c), the broker
+// 1.03 (of the machine's two). The CPU profile of (c): the buckets about
+// 30% cumulative (the transform about 25%, its JSON state decode 6%),
+// Task.Add with txn.Send into kgo Produce 10%, allocation and GC most of
+// the rest.
 //
-// What this run's engine changed, each measured with old and new binaries
+// What the engine changed, each measured with old and new binaries
 // alternating on one broker:
 //
 //   - A chunk's buckets used to run on a new goroutine each, whose stack
@@ -157,20 +165,26 @@
 //     refresh, at most one per MetadataMinAge, which the task producers
 //     now set to 20ms instead of 250ms: End p99 of one task 152-227ms ->
 //     35-105ms.
+//   - The output records of one transform call are allocated together:
+//     13 instead of 15 allocations per input with two outputs
+//     (BenchmarkTransformerTwoOutputs in this package); the time per call
+//     moved within the noise (0-5% less in five alternating pairs).
 //
 // The targets for the drain are met; the latency targets (p99 <= 2x the
-// interval, p50 <= 30ms at 10ms) are not. What is left is the number of
-// transactions: each task commits its own (one transactional ID per input
-// partition), and every transaction costs the broker AddOffsetsToTxn,
-// TxnOffsetCommit, EndTxn, transaction log writes and markers on every
-// partition it wrote. At 10000 records/s offered and the 100ms interval,
-// in one sequence of runs: 1 partition p50/p99 61-76ms/191-359ms, 3
-// partitions 133-155ms/432-514ms, 12 partitions 203-618ms/489ms-1.26s;
-// one task at the 10ms interval reached p50 31ms once the metadata wait
-// was gone. Fewer transactions per interval needs one producer for several
-// tasks (Kafka Streams' exactly_once_v2, fenced by the group generation in
-// TxnOffsetCommit), which the design's one transactional ID per partition
-// rules out.
+// interval, p50 <= 30ms at 10ms) are not. What is left is the broker's
+// work per transaction: each task commits its own (one transactional ID
+// per input partition), and every transaction costs the broker
+// AddOffsetsToTxn, TxnOffsetCommit, EndTxn, transaction log writes and a
+// marker on every partition it wrote. The reference row shows the last
+// part: with one output partition per transaction instead of 12, p50 and
+// p99 fall to about half in the same run. At 10000 records/s offered and
+// the 100ms interval, in one sequence of runs: 1 partition p50/p99
+// 61-76ms/191-359ms, 3 partitions 133-155ms/432-514ms, 12 partitions
+// 203-618ms/489ms-1.26s; one task at the 10ms interval reached p50 31ms
+// once the metadata wait was gone. Fewer transactions per interval needs
+// one producer for several tasks (Kafka Streams' exactly_once_v2, fenced
+// by the group generation in TxnOffsetCommit), which the design's one
+// transactional ID per partition rules out.
 //
 // # Go benchmarks
 //
