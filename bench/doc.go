@@ -87,7 +87,10 @@
 //
 // The runner's latency rows trace every input (trace.go): a kgo hook on its
 // clients notes when the consumer buffered the input and when the poll
-// handed it out, the bench's transform when it ran, a produce hook when
+// handed it out (the latency rows' input topics have
+// message.timestamp.type=LogAppendTime, so the broker's append time splits
+// the first stage into the paced producer's produce and the runner's
+// fetch; kfake keeps the producer's time and the split is left out), the bench's transform when it ran, a produce hook when
 // both outputs were acknowledged, the task's "transaction committed" debug
 // line (WithLogger) when End began and returned and when the transaction
 // began, and the reader when it saw the output. The report gives p50/p99 of

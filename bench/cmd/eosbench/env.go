@@ -52,6 +52,12 @@ func (e *env) createTopic(ctx context.Context, topic string, partitions int32, c
 		p := "compact"
 		cfg = map[string]*string{"cleanup.policy": &p}
 	}
+	return e.createTopicWith(ctx, topic, partitions, cfg)
+}
+
+// createTopicWith creates topic with the topic configs cfg and waits until
+// every partition has a leader.
+func (e *env) createTopicWith(ctx context.Context, topic string, partitions int32, cfg map[string]*string) error {
 	resp, err := e.adm.CreateTopic(ctx, partitions, -1, cfg, topic)
 	if err == nil {
 		err = resp.Err

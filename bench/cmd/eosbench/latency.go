@@ -41,10 +41,15 @@ func latencyRun(ctx context.Context, e *env, c config, p processor, rate float64
 		place = keyOfCopartitioned
 	}
 	in, out, group := e.name("lat-in"), e.name("lat-out"), e.name("lat-group")
-	for _, t := range []string{in, out} {
-		if err := e.createTopic(ctx, t, parts, false); err != nil {
-			return nil, err
-		}
+	// The broker stamps every input when it appends it (LogAppendTime), so
+	// the trace can split "input produced -> buffered by the consumer" into
+	// the produce and the fetch.
+	appendTime := "LogAppendTime"
+	if err := e.createTopicWith(ctx, in, parts, map[string]*string{"message.timestamp.type": &appendTime}); err != nil {
+		return nil, err
+	}
+	if err := e.createTopic(ctx, out, parts, false); err != nil {
+		return nil, err
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -33,6 +33,7 @@ type trace struct {
 
 	mu        sync.Mutex
 	fetched   map[int64]time.Time
+	appended  map[int64]time.Time // the broker's LogAppendTime of the input
 	polled    map[int64]time.Time
 	processed map[int64]procEv
 	acked     map[int64]time.Time
@@ -56,7 +57,7 @@ type commitEv struct {
 
 func newTrace(in, out string) *trace {
 	return &trace{in: in, out: out,
-		fetched: map[int64]time.Time{}, polled: map[int64]time.Time{}, processed: map[int64]procEv{},
+		fetched: map[int64]time.Time{}, appended: map[int64]time.Time{}, polled: map[int64]time.Time{}, processed: map[int64]procEv{},
 		acked: map[int64]time.Time{}, seen: map[int64]time.Time{}, commits: map[int32][]commitEv{}}
 }
 
@@ -80,6 +81,9 @@ func (tr *trace) OnFetchRecordBuffered(r *kgo.Record) {
 		tr.mu.Lock()
 		if _, ok := tr.fetched[k]; !ok {
 			tr.fetched[k] = now
+			if r.Attrs.TimestampType() == 1 {
+				tr.appended[k] = r.Timestamp
+			}
 		}
 		tr.mu.Unlock()
 	}
@@ -216,8 +220,14 @@ func (tr *trace) report(countFrom time.Time) (stages []stage, n int) {
 		}
 		return prefix[i-1]
 	}
+	// With the broker's append time of every input (a LogAppendTime
+	// topic; kfake keeps the producer's time), the first stage is split
+	// into the produce and the fetch (millisecond timestamps).
+	split := len(tr.appended) > 0
 	names := []string{
 		"input produced -> buffered by the consumer",
+		"  of which produced -> appended by the broker",
+		"  of which appended -> buffered by the consumer",
 		"buffered -> handed out by the poll",
 		"handed out -> transformed (worker queue)",
 		"transformed -> outputs acknowledged",
@@ -238,7 +248,8 @@ func (tr *trace) report(countFrom time.Time) (stages []stage, n int) {
 		pl, ok2 := tr.polled[k]
 		pr, ok3 := tr.processed[k]
 		ack, ok4 := tr.acked[k]
-		if !ok1 || !ok2 || !ok3 || !ok4 {
+		ap, ok5 := tr.appended[k]
+		if !ok1 || !ok2 || !ok3 || !ok4 || (split && !ok5) {
 			continue
 		}
 		cs := tr.commits[pr.partition]
@@ -255,7 +266,7 @@ func (tr *trace) report(countFrom time.Time) (stages []stage, n int) {
 			lso = seen
 		}
 		n++
-		for j, d := range []time.Duration{f.Sub(in), pl.Sub(f), pr.at.Sub(pl), ack.Sub(pr.at), c.start.Sub(pr.at),
+		for j, d := range []time.Duration{f.Sub(in), ap.Sub(in), f.Sub(ap), pl.Sub(f), pr.at.Sub(pl), ack.Sub(pr.at), c.start.Sub(pr.at),
 			c.end.Sub(c.start), seen.Sub(c.end), lso.Sub(c.end), seen.Sub(lso), seen.Sub(in)} {
 			parts[j] = append(parts[j], d)
 		}
@@ -264,6 +275,9 @@ func (tr *trace) report(countFrom time.Time) (stages []stage, n int) {
 		return nil, 0
 	}
 	for j, name := range names {
+		if !split && (j == 1 || j == 2) {
+			continue
+		}
 		stages = append(stages, stage{name, pct(parts[j], 0.5), pct(parts[j], 0.99)})
 	}
 	return stages, n
