@@ -71,11 +71,11 @@ func Start(ctx context.Context, cfg Config, proc stage.Transformer) (*Task, erro
 	// Records go out as soon as they are computed; they batch up behind
 	// the requests in flight per broker anyway. The user's options come
 	// after and win. A produce that kgo retries only after a metadata
-	// refresh (NOT_ENOUGH_REPLICAS when concurrent produce requests add
-	// partitions to the transaction, which Add avoids for the first
-	// batch of each; a stale leader) waits for at most the producer's
-	// MetadataMinAge: fencing.Init sets it (20ms) after every caller
-	// option, so it holds for every task producer.
+	// refresh (NOT_ENOUGH_REPLICAS from Kafka's partition verification
+	// when concurrent produce requests add partitions, a stale leader)
+	// waits for at most the producer's MetadataMinAge: fencing.Init sets
+	// it (20ms) after every caller option, so it holds for every task
+	// producer.
 	opts := append([]kgo.Opt{kgo.ProducerLinger(0)}, cfg.KafkaOpts...)
 	p, err := txn.Open(ctx, config.TransactionalID(cfg.ApplicationID, cfg.Partition), cfg.TransactionTimeout, cfg.Changelog, opts...)
 	if err != nil {

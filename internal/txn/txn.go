@@ -332,16 +332,6 @@ func (x *Txn) promise(r *kgo.Record, err error) {
 	}
 }
 
-// Flush waits until every record sent so far has its result (End checks
-// them) or ctx ends; it sends them at once, without the producer's
-// linger. The transaction stays open.
-func (x *Txn) Flush(ctx context.Context) error {
-	if err := x.p.cl.Flush(ctx); err != nil {
-		return fmt.Errorf("flushing the transaction's records: %w", err)
-	}
-	return nil
-}
-
 // Sent returns how many records were sent into the transaction.
 func (x *Txn) Sent() int { return x.sent }
 
