@@ -116,41 +116,46 @@
 // machine (absolute figures are noisy, ratios are from the same run):
 //
 //	drain                              records/s   ratio
-//	(a) plain loop                         90918
-//	(b) GroupTransactSession loop          30930
-//	(c) runner, CommitInterval 100ms      122270   (c)/(a) 1.35, (c)/(b) 3.95
-//	(c) runner, CommitInterval 10ms        84630
-//	(c) runner, CommitInterval 1s         151161
-//	(ref) MaxPollRecords 20000            201000
-//	(ref) producer linger 0               137533
+//	(a) plain loop                         90983
+//	(b) GroupTransactSession loop          31148
+//	(c) runner, CommitInterval 100ms      110741   (c)/(a) 1.22, (c)/(b) 3.56
+//	(c) runner, CommitInterval 10ms        76506
+//	(c) runner, CommitInterval 1s         177677
+//	(ref) MaxPollRecords 20000            222361
+//	(ref) producer linger 0               141017
 //
-//	latency at 61.1k records/s offered      p50      p99
-//	(c) 100ms                             443ms    932ms
+//	latency at 55.4k records/s offered      p50      p99
+//	(c) 100ms                             342ms    789ms
 //	(ref) 100ms, outputs on the input's
-//	      partition                       230ms    640ms
-//	(c) 10ms                              317ms    628ms
-//	(c) 1s                                721ms   1.236s
-//	(a) plain loop                        16.2ms   75.2ms
-//	(b) GroupTransactSession loop         5.77s    10.97s (falls behind)
+//	      partition                       174ms    434ms
+//	(c) 10ms                              277ms    709ms
+//	(c) 1s                                695ms     1.2s
+//	(a) plain loop                        10.5ms   59.4ms
+//	(b) GroupTransactSession loop         3.84s    8.10s (falls behind)
 //
 //	where (c) at 100ms spends it          p50      p99
-//	input produced -> consumer buffer     84ms     294ms
-//	buffer -> poll                        21ms     167ms
-//	poll -> transformed (worker queue)    90ms     423ms
-//	transformed -> outputs acked          62ms     225ms
-//	transformed -> commit began           59ms     197ms
-//	commit began -> EndTxn returned       61ms     208ms
-//	EndTxn returned -> seen by reader     67ms     340ms
-//	  of which other tasks' transactions   5ms     179ms
+//	input produced -> consumer buffer     59ms     263ms
+//	  produced -> appended by the broker   4ms      60ms
+//	  appended -> consumer buffer         51ms     258ms
+//	buffer -> poll                        13ms     122ms
+//	poll -> transformed (worker queue)    56ms     342ms
+//	transformed -> outputs acked          50ms     208ms
+//	transformed -> commit began           56ms     186ms
+//	commit began -> EndTxn returned       49ms     179ms
+//	EndTxn returned -> seen by reader     54ms     262ms
+//	  of which other tasks' transactions   6ms     144ms
 //
-//	cold restore: plain read 2223239 records/s, changelog.Restore 804129
-//	records/s, ratio 0.362
+//	cold restore: plain read 2593273 records/s, changelog.Restore 759290
+//	records/s, ratio 0.293
 //
-// CPU: the runner used 0.91 cores during the drain of (c), the broker
-// 1.03 (of the machine's two). The CPU profile of (c): the buckets about
+// CPU: the runner used 0.86 cores during the drain of (c), the broker
+// 1.08 (of the machine's two). The CPU profile of (c): the buckets about
 // 30% cumulative (the transform about 25%, its JSON state decode 6%),
 // Task.Add with txn.Send into kgo Produce 10%, allocation and GC most of
-// the rest.
+// the rest. During the latency row of (c) the runner's consumer had a
+// fetch in flight 31% of the time: kgo sends a broker's next fetch once
+// the previous one was polled, and the main loop, runnable behind the
+// workers on two busy cores, polled 13ms (p50) after the response came.
 //
 // What the engine changed, each measured with old and new binaries
 // alternating on one broker:
