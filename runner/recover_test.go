@@ -127,6 +127,10 @@ func txnIDOf(kreq kmsg.Request) string {
 		if req.TransactionalID != nil {
 			return *req.TransactionalID
 		}
+	case *kmsg.ProduceRequest:
+		if req.TransactionID != nil {
+			return *req.TransactionID
+		}
 	}
 	return ""
 }
@@ -270,6 +274,11 @@ func TestTransientFaultsRiddenOut(t *testing.T) {
 		{"AddOffsetsToTxn_connection_dropped", &fault{key: kmsg.AddOffsetsToTxn, after: 3, times: 2}, false},
 		{"Produce_NOT_LEADER_OR_FOLLOWER", &fault{key: kmsg.Produce, after: 3, times: 3, code: kerr.NotLeaderForPartition}, false},
 		{"Produce_connection_dropped", &fault{key: kmsg.Produce, after: 3, times: 2}, false},
+		// A batch behind one the broker refused, both in flight, is
+		// refused OUT_OF_ORDER_SEQUENCE_NUMBER; franz-go then fails the
+		// transactional producer's ID. The transaction is aborted and the
+		// task re-initialized, as in Kafka Streams, instead of Run ending.
+		{"Produce_OUT_OF_ORDER_SEQUENCE_NUMBER", &fault{task0: true, key: kmsg.Produce, after: 3, times: 1, code: kerr.OutOfOrderSequenceNumber}, true},
 		{"InitProducerID_after_EndTxn_fault", nil, true},
 		{"Heartbeat_UNKNOWN_MEMBER_ID", &fault{key: kmsg.Heartbeat, after: 0, times: 1, code: kerr.UnknownMemberID}, false},
 	} {

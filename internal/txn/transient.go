@@ -28,6 +28,14 @@ import (
 //   - CONCURRENT_TRANSACTIONS, TRANSACTION_ABORTABLE, UNKNOWN_PRODUCER_ID,
 //     OPERATION_NOT_ATTEMPTED: the transaction can be aborted and the
 //     producer re-initialized;
+//   - OUT_OF_ORDER_SEQUENCE_NUMBER (a batch in flight behind one the broker
+//     refused, typically the first of a new epoch) and
+//     INVALID_PRODUCER_ID_MAPPING (the coordinator no longer knows the
+//     producer ID): franz-go fails a transactional producer's ID on them,
+//     so the transaction can only abort; the batch is in no committed
+//     transaction, and the re-initialization's new epoch starts the
+//     sequences again. Kafka Streams closes the task dirty on both
+//     (TaskMigratedException);
 //   - REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION: the
 //     group is moving tasks; the rebalance decides who owns the task;
 //   - a network error (a refused dial, a reset or closed connection, an
@@ -49,6 +57,7 @@ func Transient(err error) bool {
 	}
 	for _, e := range []*kerr.Error{
 		kerr.ConcurrentTransactions, kerr.TransactionAbortable, kerr.UnknownProducerID, kerr.OperationNotAttempted,
+		kerr.OutOfOrderSequenceNumber, kerr.InvalidProducerIDMapping,
 		kerr.RebalanceInProgress, kerr.UnknownMemberID, kerr.IllegalGeneration,
 	} {
 		if errors.Is(err, e) {

@@ -29,6 +29,8 @@ func TestTransient(t *testing.T) {
 		{kerr.RequestTimedOut, true},
 		{kerr.ConcurrentTransactions, true},
 		{kerr.TransactionAbortable, true},
+		{fmt.Errorf("produce to topic out partition 0 failed: %w", kerr.OutOfOrderSequenceNumber), true},
+		{kerr.InvalidProducerIDMapping, true},
 		{fmt.Errorf("TxnOffsetCommit in/0: %w", kerr.RebalanceInProgress), true},
 		{kerr.IllegalGeneration, true},
 		{kerr.UnknownMemberID, true},
