@@ -276,8 +276,10 @@ func (rn *run) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]
 // never committed, and the next owner reads them again); a restore in
 // progress is cut short, and a start (fence) in progress is waited for
 // (unless Run is ending). Then each task is closed, aborting what is still
-// open. A worker's wait is bounded: a chunk by BatchTimeout (a stuck
-// transform is abandoned), a commit by BatchTimeout and its abort.
+// open. A worker's wait is bounded, each step by BatchTimeout: the chunk
+// it is on (a stuck transform is abandoned), that chunk's Add (which opens
+// the transaction with AddOffsetsToTxn when none is open yet), the commit;
+// then the close's abort of whatever is still open, by txn.AbortTimeout.
 func (rn *run) release(ns map[int32]bool) {
 	var (
 		workers []*worker
