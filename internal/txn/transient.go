@@ -28,20 +28,25 @@ import (
 //   - CONCURRENT_TRANSACTIONS, TRANSACTION_ABORTABLE, UNKNOWN_PRODUCER_ID,
 //     OPERATION_NOT_ATTEMPTED: the transaction can be aborted and the
 //     producer re-initialized;
-//   - OUT_OF_ORDER_SEQUENCE_NUMBER (a batch in flight behind one the broker
-//     refused, typically the first of a new epoch) and
-//     INVALID_PRODUCER_ID_MAPPING (the coordinator no longer knows the
-//     producer ID): franz-go fails a transactional producer's ID on them,
-//     so the transaction can only abort; the batch is in no committed
-//     transaction, and the re-initialization's new epoch starts the
-//     sequences again. Kafka Streams closes the task dirty on both
-//     (TaskMigratedException);
+//   - OUT_OF_ORDER_SEQUENCE_NUMBER: a batch in flight behind one the broker
+//     refused, typically the first of a new epoch. franz-go fails a
+//     transactional producer's ID on it, so the transaction can only
+//     abort; the batch is in no committed transaction, and the
+//     re-initialization's new epoch starts the sequences again (Kafka
+//     Streams closes the task dirty on it too). A fenced producer meets
+//     INVALID_PRODUCER_EPOCH first, never this;
 //   - REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION: the
 //     group is moving tasks; the rebalance decides who owns the task;
 //   - a network error (a refused dial, a reset or closed connection, an
 //     i/o timeout), a record that timed out or ran out of retries, and a
 //     deadline of the commit that passed (the outcome of the end is not
 //     known: the re-initialization's fence settles it).
+//
+// INVALID_PRODUCER_ID_MAPPING is not transient: the transactional ID maps
+// to another producer ID, which is what a fenced producer sees once the
+// new owner's epochs ran out and it got a new producer ID (every
+// transaction bumps the epoch under transaction version 2); re-initializing
+// would fence the owner back.
 //
 // A fence (another owner), an authorization error, a topic that does not
 // exist (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID: while a task runs,
@@ -57,7 +62,7 @@ func Transient(err error) bool {
 	}
 	for _, e := range []*kerr.Error{
 		kerr.ConcurrentTransactions, kerr.TransactionAbortable, kerr.UnknownProducerID, kerr.OperationNotAttempted,
-		kerr.OutOfOrderSequenceNumber, kerr.InvalidProducerIDMapping,
+		kerr.OutOfOrderSequenceNumber,
 		kerr.RebalanceInProgress, kerr.UnknownMemberID, kerr.IllegalGeneration,
 	} {
 		if errors.Is(err, e) {
