@@ -28,7 +28,7 @@ import (
 // session timeout can stall the group (see
 // TestKfakeDeadLeaderStallsGroupUnlessEvicted). It returns the member IDs
 // it removed, once two describes in a row list none (a JoinGroup the
-// process sent before it died may land late).
+// process sent before it died may land late); errors are retried for 10s.
 //
 // A member removed while its SyncGroup waits skews kfake's count of joined
 // members just as its session timeout would, so while the group completes
@@ -46,7 +46,16 @@ func evict(ctx context.Context, brokers []string, group, clientID string) ([]str
 		removed    []string
 		quiet      int
 		completing time.Time
+		deadline   = time.Now().Add(10 * time.Second)
 	)
+	// retry reports whether to try an error again.
+	retry := func() bool {
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return false
+		}
+		sleep(ctx, 100*time.Millisecond)
+		return true
+	}
 	for quiet < 2 {
 		if err := ctx.Err(); err != nil {
 			return removed, fmt.Errorf("evict %s from group %s: %w", clientID, group, err)
@@ -57,7 +66,13 @@ func evict(ctx context.Context, brokers []string, group, clientID string) ([]str
 		if err == nil {
 			err = gs[group].Err
 		}
+		if errors.Is(err, kerr.GroupIDNotFound) {
+			return removed, nil // no group, no members
+		}
 		if err != nil {
+			if retry() {
+				continue
+			}
 			return removed, fmt.Errorf("evict %s from group %s: describe: %w", clientID, group, err)
 		}
 		g := gs[group]
@@ -95,6 +110,9 @@ func evict(ctx context.Context, brokers []string, group, clientID string) ([]str
 			err = kerr.ErrorForCode(resp.ErrorCode)
 		}
 		if err != nil {
+			if retry() {
+				continue
+			}
 			return removed, fmt.Errorf("evict %s (members %v) from group %s: %w", clientID, ids, group, err)
 		}
 		if len(resp.Members) != len(ids) {
