@@ -96,10 +96,9 @@ func TestDeadLetterExactlyOnceUnderSIGKILL(t *testing.T) {
 	for k := range kills {
 		// Wait until this generation runs, then kill it mid-run: the
 		// group is stable with it as its only member, and it committed
-		// since. A kill must not land while it joins: kfake keeps a
-		// member killed in JoinGroup in the group for good, without a
-		// session timer, holding the partitions it is assigned (see
-		// settle in faults_test.go). A commit alone does not tell: the
+		// since. A kill must not land while it joins: kfake can stall
+		// a group whose member dies in a rebalance (see settle in
+		// faults_test.go). A commit alone does not tell: the
 		// last commit of the generation killed before can land after
 		// the committed offsets were read and before its kill.
 		// A generation may drain the rest before it is killed (the input

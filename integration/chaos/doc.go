@@ -30,11 +30,14 @@
 // re-initialized after a transient broker error and the lost group sessions
 // ridden out, both without the process exiting.
 //
-// Against kfake every fault waits for a stable group first: kfake's classic
-// group coordinator drops members blocked in JoinGroup when their session
-// timer fires and can stall a rebalance for its whole timeout, which Apache
-// Kafka does not. Against Apache Kafka faults land whenever they fall,
-// rebalances included.
+// Against kfake every fault waits for a stable group first, and the member
+// of a process the harness killed is evicted (LeaveGroup by member ID, what
+// Apache Kafka's session timeout does): kfake's classic group coordinator
+// drops members blocked in JoinGroup or SyncGroup when their session timer
+// fires, and one dropped in SyncGroup (waiting for a dead leader) stalls
+// later rebalances for their whole timeout, which Apache Kafka does not.
+// Against Apache Kafka faults land whenever they fall, rebalances included,
+// and dead members time out.
 //
 // Sizes come from the environment: CHAOS_RECORDS (default 20000),
 // CHAOS_KILLS (6), CHAOS_ZOMBIES (1), CHAOS_STOPS (1), CHAOS_PROCESSES (3),

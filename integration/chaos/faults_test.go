@@ -153,14 +153,16 @@ func (h *harness) kill(ctx context.Context, mode killMode) {
 }
 
 // settle, on kfake only, waits until the group is stable with exactly the
-// live processes as members. kfake's classic group coordinator does not
-// survive a member dying during a rebalance: members blocked in JoinGroup
-// keep their session timers running and are dropped unanswered when they
-// fire, a member killed in JoinGroup is left without a session timer, and
-// the group then stalls for the rebalance timeout or, with restarts
-// joining all the time, for good (every JoinGroup times out after 70s).
-// Apache Kafka keeps members awaiting a join alive, so against it every
-// fault lands whenever it falls, rebalances included.
+// live processes as members, evicting the members of processes that died
+// (see evict). kfake's classic group coordinator does not survive a member
+// dying during a rebalance: it keeps running the session timers of members
+// blocked in JoinGroup or SyncGroup and drops them unanswered when they
+// fire, and a member dropped while its SyncGroup waits (for a dead leader)
+// skews its count of joined members, so later rebalances wait for their
+// whole rebalance timeout, which every join and drop re-arms (see
+// TestKfakeDeadLeaderStallsGroupUnlessEvicted). Apache Kafka keeps members
+// awaiting a join or sync alive, so against it every fault lands whenever
+// it falls, rebalances included.
 func (h *harness) settle(ctx context.Context) {
 	if h.c.Real {
 		return
@@ -172,8 +174,14 @@ func (h *harness) settle(ctx context.Context) {
 			want = append(want, p.clientID)
 		}
 		slices.Sort(want)
-		if state, clients, _, err := h.groupView(ctx); err == nil && state == "Stable" && slices.Equal(clients, want) {
+		state, clients, _, err := h.groupView(ctx)
+		if err == nil && state == "Stable" && slices.Equal(clients, want) {
 			return
+		}
+		for _, id := range clients {
+			if p := h.fleet.byClientID(id); p == nil || isExited(p) {
+				h.evict(ctx, id)
+			}
 		}
 		sleep(ctx, 20*time.Millisecond)
 	}
@@ -181,25 +189,34 @@ func (h *harness) settle(ctx context.Context) {
 }
 
 // beforeRestart returns what to wait for before a killed process restarts:
-// delay against Apache Kafka. On kfake, first the group dropping the dead
-// member: kfake keeps running the session timer of members blocked in
-// JoinGroup and drops them without an answer when it fires, so a live
-// member that joins a rebalance waiting for a dead member with the same
-// session timeout can be lost, and the rebalance then hangs for the whole
-// rebalance timeout (Apache Kafka keeps members awaiting a join alive).
+// delay. On kfake, first the dead member's eviction from the group, which
+// Apache Kafka does by the session timeout: left to kfake's, a dead leader
+// or a live member timed out while blocked in JoinGroup or SyncGroup can
+// stall the group (see settle).
 func (h *harness) beforeRestart(ctx context.Context, p *proc, delay time.Duration) func() {
 	return func() {
 		if !h.c.Real {
-			deadline := time.Now().Add(3*h.cfg.session + 5*time.Second)
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				if _, clients, _, err := h.groupView(ctx); err == nil && !slices.Contains(clients, p.clientID) {
-					break
-				}
-				sleep(ctx, 20*time.Millisecond)
-			}
+			h.evict(ctx, p.clientID)
 		}
 		sleep(ctx, delay)
 	}
+}
+
+// evict removes the members of the dead process with client ID id from the
+// group (kfake only) and logs what it did.
+func (h *harness) evict(ctx context.Context, id string) {
+	removed, err := evict(ctx, h.c.Brokers, h.app, id)
+	switch {
+	case err != nil:
+		h.t.Logf("chaos: evicting %s from the kfake group: %v", id, err)
+	case len(removed) > 0:
+		h.t.Logf("chaos: evicted %s (member %s) from the kfake group", id, strings.Join(removed, ", "))
+	}
+}
+
+func isExited(p *proc) bool {
+	_, done := isClosed(p.exited)
+	return done
 }
 
 func (h *harness) note(msg string) {

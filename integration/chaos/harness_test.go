@@ -540,8 +540,8 @@ func (h *harness) owners(ctx context.Context) (map[*proc][]int32, string, error)
 	return out, g.State, nil
 }
 
-// memberOf reports whether a member with clientID is in the group and how
-// many input partitions are assigned in total.
+// groupView returns the group's state, its members' client IDs (sorted)
+// and how many input partitions are assigned in total.
 func (h *harness) groupView(ctx context.Context) (state string, clients []string, assigned int, err error) {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
