@@ -22,7 +22,9 @@ import (
 // Recovery from transient broker faults, as Kafka Streams does it: a task
 // whose transaction fails with a transient error (txn.Transient: a
 // coordinator that moved or is restarting, a request that timed out, a
-// network error, a rebalancing group, an end of unknown outcome) is closed
+// network error, a rebalancing group, an end of unknown outcome, a produce
+// refused out of sequence, a producer re-initialized under the open
+// transaction) is closed
 // dirty (its transaction aborted if the broker can be reached; the store
 // never received anything uncommitted) and re-initialized in place by the
 // main loop: a new producer fences the task's static transactional ID

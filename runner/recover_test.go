@@ -81,6 +81,9 @@ type fault struct {
 	after int
 	times int // -1: every request from then on
 	code  *kerr.Error
+	// logStart, when set, is the log start offset a refused produce
+	// answers with.
+	logStart int64
 
 	mu      sync.Mutex
 	seen    int
@@ -110,7 +113,15 @@ func (f *fault) install(fc *kfake.Cluster, app string) {
 		if f.code == nil {
 			return nil, errors.New("fault: connection dropped"), true
 		}
-		return refusal(kreq, f.code.Code), nil, true
+		resp := refusal(kreq, f.code.Code)
+		if pr, ok := resp.(*kmsg.ProduceResponse); ok && f.logStart > 0 {
+			for i := range pr.Topics {
+				for j := range pr.Topics[i].Partitions {
+					pr.Topics[i].Partitions[j].LogStartOffset = f.logStart
+				}
+			}
+		}
+		return resp, nil, true
 	})
 }
 
@@ -279,6 +290,12 @@ func TestTransientFaultsRiddenOut(t *testing.T) {
 		// transactional producer's ID. The transaction is aborted and the
 		// task re-initialized, as in Kafka Streams, instead of Run ending.
 		{"Produce_OUT_OF_ORDER_SEQUENCE_NUMBER", &fault{task0: true, key: kmsg.Produce, after: 3, times: 1, code: kerr.OutOfOrderSequenceNumber}, true},
+		// The same refusal with a log start offset past what the producer
+		// wrote there: franz-go then re-initializes the producer ID in the
+		// middle of the transaction and retries the batch under the new
+		// epoch; the InitProducerId aborted what the transaction had
+		// written before. The transaction must not commit.
+		{"Produce_OUT_OF_ORDER_SEQUENCE_NUMBER_below_log_start", &fault{task0: true, key: kmsg.Produce, after: 6, times: 1, code: kerr.OutOfOrderSequenceNumber, logStart: 1 << 40}, true},
 		{"InitProducerID_after_EndTxn_fault", nil, true},
 		{"Heartbeat_UNKNOWN_MEMBER_ID", &fault{key: kmsg.Heartbeat, after: 0, times: 1, code: kerr.UnknownMemberID}, false},
 	} {

@@ -28,13 +28,15 @@ import (
 //   - CONCURRENT_TRANSACTIONS, TRANSACTION_ABORTABLE, UNKNOWN_PRODUCER_ID,
 //     OPERATION_NOT_ATTEMPTED: the transaction can be aborted and the
 //     producer re-initialized;
-//   - OUT_OF_ORDER_SEQUENCE_NUMBER: a batch in flight behind one the broker
-//     refused, typically the first of a new epoch. franz-go fails a
-//     transactional producer's ID on it, so the transaction can only
-//     abort; the batch is in no committed transaction, and the
-//     re-initialization's new epoch starts the sequences again (Kafka
-//     Streams closes the task dirty on it too). A fenced producer meets
-//     INVALID_PRODUCER_EPOCH first, never this;
+//   - OUT_OF_ORDER_SEQUENCE_NUMBER on a partition's first outstanding
+//     batch (franz-go retries it on later ones; kfake answers it to a batch
+//     in flight behind a refused first batch of a new epoch): franz-go
+//     fails a transactional producer's ID on it, so the transaction can
+//     only abort; the batch is in no committed transaction, and the
+//     re-initialization's new epoch starts the sequences again. Kafka
+//     Streams closes the task dirty on it too;
+//   - ErrProducerReinitialized: franz-go re-initialized the producer ID in
+//     the middle of the transaction, which aborted it;
 //   - REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION: the
 //     group is moving tasks; the rebalance decides who owns the task;
 //   - a network error (a refused dial, a reset or closed connection, an
@@ -42,18 +44,21 @@ import (
 //     deadline of the commit that passed (the outcome of the end is not
 //     known: the re-initialization's fence settles it).
 //
-// INVALID_PRODUCER_ID_MAPPING is not transient: the transactional ID maps
-// to another producer ID, which is what a fenced producer sees once the
-// new owner's epochs ran out and it got a new producer ID (every
-// transaction bumps the epoch under transaction version 2); re-initializing
-// would fence the owner back.
+// A task is re-initialized only while its member still owns it (the
+// runner checks the assignment first), so a producer fenced by a new owner
+// does not fence it back. INVALID_PRODUCER_ID_MAPPING, anywhere in err's
+// chain, is not transient: the transactional ID maps to another producer
+// ID, which is what a fenced producer sees once the new owner's epochs ran
+// out and it got a new producer ID (every transaction bumps the epoch
+// under transaction version 2).
 //
 // A fence (another owner), an authorization error, a topic that does not
 // exist (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID: while a task runs,
 // its topics were deleted, which no re-initialization mends), a canceled
 // context and every other error are not transient.
 func Transient(err error) bool {
-	if err == nil || fencing.IsFenced(err) || errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) ||
+	if err == nil || fencing.IsFenced(err) || errors.Is(err, kerr.InvalidProducerIDMapping) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) ||
 		errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID) {
 		return false
 	}
@@ -68,6 +73,9 @@ func Transient(err error) bool {
 		if errors.Is(err, e) {
 			return true
 		}
+	}
+	if errors.Is(err, ErrProducerReinitialized) {
+		return true
 	}
 	if kerr.IsRetriable(err) || network(err) || kgoTransient(err) {
 		return true

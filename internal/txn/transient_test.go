@@ -46,6 +46,8 @@ func TestTransient(t *testing.T) {
 		{fencing.ClassifyCommit("app-0", kerr.InvalidTxnState), false},
 		{kerr.ProducerFenced, false},
 		{kerr.InvalidProducerIDMapping, false},
+		{errors.Join(kerr.OutOfOrderSequenceNumber, fmt.Errorf("abort: %w", kerr.InvalidProducerIDMapping)), false},
+		{fmt.Errorf("commit: %w", ErrProducerReinitialized), true},
 		{authz.Wrap(kerr.TopicAuthorizationFailed, "Write", map[authz.Resource]string{authz.Topic: "out"}), false},
 		{kerr.GroupAuthorizationFailed, false},
 		{kerr.UnknownTopicOrPartition, false},

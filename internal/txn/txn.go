@@ -20,6 +20,16 @@ import (
 // fence or the transaction timeout aborts the transaction instead.
 const AbortTimeout = 10 * time.Second
 
+// ErrProducerReinitialized means the producer's ID or epoch changed while
+// a transaction was open: franz-go re-initialized the producer ID in the
+// middle of it (a produce refused with a log start offset past what the
+// producer wrote to the partition makes it do so, and retry the batch
+// under the new epoch). That InitProducerId aborted everything the
+// transaction had written before, so the transaction is aborted instead of
+// committed: a commit would make only its later part visible. Transient
+// reports it: the task is re-initialized.
+var ErrProducerReinitialized = errors.New("txn: the producer was re-initialized during the transaction, which aborted what it had written")
+
 // Producer is a transactional producer with a static transactional ID.
 // It runs one transaction at a time; the caller serializes its calls.
 // After a transaction failed (End or AddOffsets returned an error) it
@@ -95,6 +105,10 @@ func (p *Producer) Commit(ctx context.Context, recs []*kgo.Record, offsets *Offs
 	if err != nil {
 		return Timing{}, err
 	}
+	if err := x.pin(ctx); err != nil {
+		x.cancel()
+		return Timing{}, err
+	}
 	for _, r := range recs {
 		x.Send(r)
 	}
@@ -137,6 +151,11 @@ func (p *Producer) addOffsets(ctx context.Context, group string) error {
 	if err != nil {
 		return err
 	}
+	return p.addOffsetsAs(ctx, group, id, epoch)
+}
+
+// addOffsetsAs is addOffsets for producer ID id at epoch.
+func (p *Producer) addOffsetsAs(ctx context.Context, group string, id int64, epoch int16) error {
 	add := kmsg.NewPtrAddOffsetsToTxnRequest()
 	add.TransactionalID = p.id
 	add.ProducerID = id
@@ -270,6 +289,11 @@ type Txn struct {
 
 	// group is the group whose offsets partition AddOffsets added.
 	group string
+	// pid and epoch are the producer's when the transaction opened (set
+	// by pin, before anything was sent); End commits only under them.
+	pid    int64
+	epoch  int16
+	pinned bool
 
 	mu     sync.Mutex
 	failed int
@@ -306,10 +330,27 @@ func (p *Producer) Begin() (*Txn, error) {
 // aborts, and the Producer begins no other transaction (see Begin). End's
 // offsets must then be of group.
 func (x *Txn) AddOffsets(ctx context.Context, group string) error {
-	if err := x.p.addOffsets(ctx, group); err != nil {
+	if err := x.pin(ctx); err != nil {
+		return err
+	}
+	if err := x.p.addOffsetsAs(ctx, group, x.pid, x.epoch); err != nil {
 		return x.p.fail(fmt.Errorf("offsets to transaction: %w", fencing.Classify(x.p.id, err)))
 	}
 	x.group = group
+	return nil
+}
+
+// pin records the producer's ID and epoch as the transaction's, unless it
+// did already; it must run before the transaction's first record is sent.
+func (x *Txn) pin(ctx context.Context) error {
+	if x.pinned {
+		return nil
+	}
+	id, epoch, err := x.p.cl.ProducerID(ctx)
+	if err != nil {
+		return x.p.fail(fmt.Errorf("producer id of the transaction: %w", fencing.Classify(x.p.id, err)))
+	}
+	x.pid, x.epoch, x.pinned = id, epoch, true
 	return nil
 }
 
@@ -390,11 +431,33 @@ func (x *Txn) end(ctx context.Context, offsets *Offsets) (Timing, error) {
 	if offErr != nil {
 		return tm, p.abort(ctx, fmt.Errorf("offsets to transaction: %w", offsetsACL(fencing.Classify(p.id, offErr), p.id, offsets)))
 	}
+	// Every record is acknowledged and the offsets are in: no response is
+	// left that could make franz-go re-initialize the producer ID now.
+	if err := x.samePID(ctx); err != nil {
+		return tm, p.abort(ctx, err)
+	}
 	if err := p.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return tm, p.abort(ctx, fmt.Errorf("commit: %w", txnACL(fencing.ClassifyCommit(p.id, err), p.id)))
 	}
 	tm.Total = time.Since(began)
 	return tm, nil
+}
+
+// samePID returns ErrProducerReinitialized when the producer's ID or
+// epoch is no longer the one the transaction opened under.
+func (x *Txn) samePID(ctx context.Context) error {
+	if !x.pinned {
+		return fmt.Errorf("txn: transaction of %s has no producer id recorded (AddOffsets or Commit opens it)", x.p.id)
+	}
+	id, epoch, err := x.p.cl.ProducerID(ctx)
+	if err != nil {
+		return fmt.Errorf("producer id before the commit: %w", fencing.Classify(x.p.id, err))
+	}
+	if id != x.pid || epoch != x.epoch {
+		return fmt.Errorf("%w (%s: producer %d epoch %d when the transaction opened, producer %d epoch %d at its commit)",
+			ErrProducerReinitialized, x.p.id, x.pid, x.epoch, id, epoch)
+	}
+	return nil
 }
 
 // Abort aborts the transaction (see Producer.Abort). The Txn is done after
