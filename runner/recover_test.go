@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
+	"github.com/flechtwerk/flechtwerk/internal/txn"
 	"github.com/flechtwerk/flechtwerk/runner"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
@@ -268,6 +270,11 @@ func faultInputs(in string, from, n, keys int) []*kgo.Record {
 // read_committed reader sees every output exactly once, each carrying the
 // exact count of its key.
 func TestTransientFaultsRiddenOut(t *testing.T) {
+	// The cause a case's restart must be logged with, where another
+	// restart would hide a missing one.
+	causes := map[string]string{
+		"Produce_OUT_OF_ORDER_SEQUENCE_NUMBER_below_log_start": txn.ErrProducerReinitialized.Error(),
+	}
 	for _, tc := range []struct {
 		name    string
 		f       *fault
@@ -319,7 +326,9 @@ func TestTransientFaultsRiddenOut(t *testing.T) {
 			for _, f := range faults {
 				f.install(fc, app)
 			}
-			r, _, done := faultRun(t, c, app, in, out)
+			logs := &logCapture{w: testWriter{t}}
+			r, _, done := faultRun(t, c, app, in, out,
+				runner.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 			alive := func() {
 				select {
 				case err := <-done:
@@ -356,10 +365,33 @@ func TestTransientFaultsRiddenOut(t *testing.T) {
 			if tc.restart {
 				require.Positive(t, restarts, "the task was re-initialized")
 			}
+			if cause := causes[tc.name]; cause != "" {
+				require.Contains(t, logs.String(), cause, "a restart's cause")
+			}
 			requireCounted(t, ins, c.ReadCommitted(t, out))
 			require.NoError(t, r.Healthy(), "Run is still running")
 		})
 	}
+}
+
+// logCapture writes a runner's log lines to w and keeps them.
+type logCapture struct {
+	w  io.Writer
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logCapture) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	l.b.Write(p)
+	l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *logCapture) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestPersistentFaultEndsRun: a transaction coordinator that never becomes

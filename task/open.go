@@ -66,7 +66,7 @@ func (t *Task) Add(ctx context.Context, b *Batch) error {
 		return nil
 	}
 	if o.txn == nil {
-		x, err := t.producer.Begin()
+		x, err := t.producer.Begin(ctx)
 		if err != nil {
 			return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
 		}

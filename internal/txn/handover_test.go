@@ -72,7 +72,7 @@ func (h *handover) offsets() *Offsets {
 // offsets partition, sends the outputs, then the changelog writes, and
 // ends with the offsets.
 func (h *handover) commit(ctx context.Context, p *Producer, outputs int) error {
-	x, err := p.Begin()
+	x, err := p.Begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func TestHandOversKeepSequences(t *testing.T) {
 		p := h.open(t)
 		for i := range 5 {
 			if (round+i)%4 == 3 {
-				x, err := p.Begin()
+				x, err := p.Begin(ctx)
 				require.NoError(t, err)
 				require.NoError(t, x.AddOffsets(ctx, h.group))
 				for _, r := range h.records(3) {
@@ -131,7 +131,7 @@ func TestFencedProducerSeesFence(t *testing.T) {
 		old := h.open(t)
 		require.NoError(t, h.commit(ctx, old, 2), "round %d: the old owner's first commit", round)
 		want += 2
-		x, err := old.Begin()
+		x, err := old.Begin(ctx)
 		require.NoError(t, err)
 		require.NoError(t, x.AddOffsets(ctx, h.group))
 		recs := h.records(2)
@@ -149,7 +149,7 @@ func TestFencedProducerSeesFence(t *testing.T) {
 		require.True(t, errors.Is(err, fencing.ErrFenced), "round %d: the fenced owner's end: %v", round, err)
 		// Its abort may have been answered with the new owner's epoch:
 		// it must not write again.
-		_, err = old.Begin()
+		_, err = old.Begin(ctx)
 		require.True(t, errors.Is(err, fencing.ErrFenced), "round %d: the fenced owner began again: %v", round, err)
 		old.Close()
 
@@ -203,7 +203,7 @@ func TestUnmovedProducersKeepSequences(t *testing.T) {
 	// commit runs one transaction of task n: outputs in chunks, then its
 	// changelog writes, then its offsets.
 	commit := func(p *Producer, n int32, next int64) error {
-		x, err := p.Begin()
+		x, err := p.Begin(ctx)
 		if err != nil {
 			return err
 		}

@@ -101,12 +101,8 @@ type Timing struct {
 // fencing.ErrFenced) holds when the producer was fenced). ctx bounds the
 // commit; the caller decides whether it may be canceled.
 func (p *Producer) Commit(ctx context.Context, recs []*kgo.Record, offsets *Offsets) (Timing, error) {
-	x, err := p.Begin()
+	x, err := p.Begin(ctx)
 	if err != nil {
-		return Timing{}, err
-	}
-	if err := x.pin(ctx); err != nil {
-		x.cancel()
 		return Timing{}, err
 	}
 	for _, r := range recs {
@@ -289,11 +285,10 @@ type Txn struct {
 
 	// group is the group whose offsets partition AddOffsets added.
 	group string
-	// pid and epoch are the producer's when the transaction opened (set
-	// by pin, before anything was sent); End commits only under them.
-	pid    int64
-	epoch  int16
-	pinned bool
+	// pid and epoch are the producer's when the transaction opened,
+	// before anything was sent; End commits only under them.
+	pid   int64
+	epoch int16
 
 	mu     sync.Mutex
 	failed int
@@ -301,8 +296,11 @@ type Txn struct {
 	err    error
 }
 
-// Begin opens a transaction.
-func (p *Producer) Begin() (*Txn, error) {
+// Begin opens a transaction and records the producer ID and epoch it
+// opens under (End commits only under them; see ErrProducerReinitialized).
+// ctx bounds the wait for the producer ID, which is loaded already unless
+// franz-go is re-initializing it.
+func (p *Producer) Begin(ctx context.Context) (*Txn, error) {
 	p.mu.Lock()
 	failed := p.failed
 	p.mu.Unlock()
@@ -312,10 +310,15 @@ func (p *Producer) Begin() (*Txn, error) {
 	if err := p.cl.BeginTransaction(); err != nil {
 		return nil, fmt.Errorf("begin transaction: %w", txnACL(fencing.Classify(p.id, err), p.id))
 	}
+	id, epoch, err := p.cl.ProducerID(ctx)
+	if err != nil {
+		// Nothing was sent; the Producer begins no other transaction.
+		return nil, p.fail(fmt.Errorf("begin transaction: producer id: %w", fencing.Classify(p.id, err)))
+	}
 	// Records are failed when the context of their Produce ends before
 	// they are sent: the transaction's context ends only with it.
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Txn{p: p, ctx: ctx, cancel: cancel}, nil
+	tctx, cancel := context.WithCancel(context.Background())
+	return &Txn{p: p, ctx: tctx, cancel: cancel, pid: id, epoch: epoch}, nil
 }
 
 // AddOffsets adds the offsets partition of group to the transaction
@@ -330,27 +333,10 @@ func (p *Producer) Begin() (*Txn, error) {
 // aborts, and the Producer begins no other transaction (see Begin). End's
 // offsets must then be of group.
 func (x *Txn) AddOffsets(ctx context.Context, group string) error {
-	if err := x.pin(ctx); err != nil {
-		return err
-	}
 	if err := x.p.addOffsetsAs(ctx, group, x.pid, x.epoch); err != nil {
 		return x.p.fail(fmt.Errorf("offsets to transaction: %w", fencing.Classify(x.p.id, err)))
 	}
 	x.group = group
-	return nil
-}
-
-// pin records the producer's ID and epoch as the transaction's, unless it
-// did already; it must run before the transaction's first record is sent.
-func (x *Txn) pin(ctx context.Context) error {
-	if x.pinned {
-		return nil
-	}
-	id, epoch, err := x.p.cl.ProducerID(ctx)
-	if err != nil {
-		return x.p.fail(fmt.Errorf("producer id of the transaction: %w", fencing.Classify(x.p.id, err)))
-	}
-	x.pid, x.epoch, x.pinned = id, epoch, true
 	return nil
 }
 
@@ -446,9 +432,6 @@ func (x *Txn) end(ctx context.Context, offsets *Offsets) (Timing, error) {
 // samePID returns ErrProducerReinitialized when the producer's ID or
 // epoch is no longer the one the transaction opened under.
 func (x *Txn) samePID(ctx context.Context) error {
-	if !x.pinned {
-		return fmt.Errorf("txn: transaction of %s has no producer id recorded (AddOffsets or Commit opens it)", x.p.id)
-	}
 	id, epoch, err := x.p.cl.ProducerID(ctx)
 	if err != nil {
 		return fmt.Errorf("producer id before the commit: %w", fencing.Classify(x.p.id, err))
