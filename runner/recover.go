@@ -24,10 +24,9 @@ import (
 // coordinator that moved or is restarting, a request that timed out, a
 // network error, a rebalancing group, an end of unknown outcome, a produce
 // refused out of sequence, a producer re-initialized under the open
-// transaction) is closed
-// dirty (its transaction aborted if the broker can be reached; the store
-// never received anything uncommitted) and re-initialized in place by the
-// main loop: a new producer fences the task's static transactional ID
+// transaction) is closed dirty (its transaction aborted if the broker can
+// be reached; the store never received anything uncommitted) and
+// re-initialized in place by the main loop: a new producer fences the task's static transactional ID
 // (which aborts whatever of the failed transaction is still open and
 // settles an end of unknown outcome), the store is restored warm from its
 // checkpoint, and the task's input partitions are re-positioned at the

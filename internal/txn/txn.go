@@ -141,17 +141,8 @@ func (p *Producer) Abort(ctx context.Context) error {
 func (p *Producer) Close() { p.cl.Close() }
 
 // addOffsets adds the group's offsets partition to the open transaction
-// (AddOffsetsToTxn).
-func (p *Producer) addOffsets(ctx context.Context, group string) error {
-	id, epoch, err := p.cl.ProducerID(ctx)
-	if err != nil {
-		return err
-	}
-	return p.addOffsetsAs(ctx, group, id, epoch)
-}
-
-// addOffsetsAs is addOffsets for producer ID id at epoch.
-func (p *Producer) addOffsetsAs(ctx context.Context, group string, id int64, epoch int16) error {
+// of producer ID id at epoch (AddOffsetsToTxn).
+func (p *Producer) addOffsets(ctx context.Context, group string, id int64, epoch int16) error {
 	add := kmsg.NewPtrAddOffsetsToTxnRequest()
 	add.TransactionalID = p.id
 	add.ProducerID = id
@@ -174,14 +165,14 @@ func (p *Producer) addOffsetsAs(ctx context.Context, group string, id int64, epo
 // opened) then TxnOffsetCommit, with generation -1 and no member id (the
 // producer is not the group member).
 func (p *Producer) sendOffsets(ctx context.Context, o *Offsets, added bool) error {
-	if !added {
-		if err := p.addOffsets(ctx, o.Group); err != nil {
-			return err
-		}
-	}
 	id, epoch, err := p.cl.ProducerID(ctx)
 	if err != nil {
 		return err
+	}
+	if !added {
+		if err := p.addOffsets(ctx, o.Group, id, epoch); err != nil {
+			return err
+		}
 	}
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.TransactionalID = p.id
@@ -333,7 +324,7 @@ func (p *Producer) Begin(ctx context.Context) (*Txn, error) {
 // aborts, and the Producer begins no other transaction (see Begin). End's
 // offsets must then be of group.
 func (x *Txn) AddOffsets(ctx context.Context, group string) error {
-	if err := x.p.addOffsetsAs(ctx, group, x.pid, x.epoch); err != nil {
+	if err := x.p.addOffsets(ctx, group, x.pid, x.epoch); err != nil {
 		return x.p.fail(fmt.Errorf("offsets to transaction: %w", fencing.Classify(x.p.id, err)))
 	}
 	x.group = group
@@ -399,6 +390,17 @@ func (x *Txn) end(ctx context.Context, offsets *Offsets) (Timing, error) {
 	flushErr := p.cl.Flush(ctx)
 	tm.Produce = time.Since(began)
 	offErr := <-offsetsErr
+	// Every record is acknowledged or failed and the offsets request
+	// answered: no response is left that could make franz-go
+	// re-initialize the producer ID now. A re-initialization is checked
+	// first: records and offsets sent under the epoch it ended are refused
+	// as fenced (INVALID_PRODUCER_EPOCH), which would end Run, where the
+	// task only needs re-initializing. When the ID cannot be read (franz-go
+	// failed it), the errors below say why.
+	pidErr := x.samePID(ctx)
+	if errors.Is(pidErr, ErrProducerReinitialized) {
+		return tm, p.abort(ctx, pidErr)
+	}
 	x.mu.Lock()
 	first, ferr, failed := x.first, x.err, x.failed
 	x.mu.Unlock()
@@ -417,10 +419,8 @@ func (x *Txn) end(ctx context.Context, offsets *Offsets) (Timing, error) {
 	if offErr != nil {
 		return tm, p.abort(ctx, fmt.Errorf("offsets to transaction: %w", offsetsACL(fencing.Classify(p.id, offErr), p.id, offsets)))
 	}
-	// Every record is acknowledged and the offsets are in: no response is
-	// left that could make franz-go re-initialize the producer ID now.
-	if err := x.samePID(ctx); err != nil {
-		return tm, p.abort(ctx, err)
+	if pidErr != nil {
+		return tm, p.abort(ctx, pidErr)
 	}
 	if err := p.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return tm, p.abort(ctx, fmt.Errorf("commit: %w", txnACL(fencing.ClassifyCommit(p.id, err), p.id)))
