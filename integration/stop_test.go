@@ -148,3 +148,38 @@ func TestGracefulStop(t *testing.T) {
 		requireExactlyOnce(t, append(first, second...), readStable(t, c, out))
 	})
 }
+
+// TestGracefulStopAfterFence stops Run while its task's transaction is
+// open and another producer has taken over the task's transactional ID
+// (the new owner, e.g. after this member's session expired unnoticed
+// during a broker fault): the final commit is fenced, Run still returns
+// nil, nothing of the fenced transaction is visible, its offsets did not
+// move, and a restart processes every input exactly once.
+func TestGracefulStopAfterFence(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
+	c.CreateTopic(t, in, 1)
+	c.CreateTopic(t, out, 1)
+	opts := []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
+		runner.StateDir(t.TempDir()), runner.TransactionTimeout(2 * time.Minute),
+		runner.BatchTimeout(10 * time.Second), runner.CommitInterval(time.Minute)}
+
+	inputs := values(in, 0, "a", 8, 2)
+	c.Produce(t, inputs...)
+	rn := start(t, c, echoCounter(out, nil), opts...)
+	// Every output is written inside the open transaction: the interval
+	// (a minute) keeps it open.
+	require.Eventually(t, func() bool { return c.EndOffsets(t, out)[0] >= int64(len(inputs)) },
+		30*time.Second, 20*time.Millisecond, "outputs of the open transaction written")
+	requireOpenTransaction(t, c, out, 0)
+
+	fence(t, c, app, 0)
+	require.NoError(t, rn.stop(t), "a graceful stop whose final commit is fenced")
+	require.Empty(t, readStable(t, c, out), "nothing of the fenced transaction")
+	requireOffsets(t, c, app, in, map[int32]int64{})
+
+	rn = start(t, c, echoCounter(out, nil), append(opts[:len(opts)-1], runner.CommitInterval(100*time.Millisecond))...)
+	waitCommitted(t, c, app, in, 30*time.Second, rn.done)
+	require.NoError(t, rn.stop(t))
+	requireExactlyOnce(t, inputs, readStable(t, c, out))
+}

@@ -175,5 +175,9 @@
 // Canceling Run's context stops it gracefully: every task finishes its
 // in-flight batch and commits what it processed (each bounded by
 // BatchTimeout), producers and stores are closed, the member
-// leaves the group, and Run returns nil.
+// leaves the group, and Run returns nil. A final commit that fails with
+// a fence (another member owns the task already) or a transient broker
+// error is aborted and logged at warn, and Run still returns nil: nothing
+// of that transaction is visible, its offsets did not move, and the next
+// owner reprocesses its records, as after a crash.
 package runner

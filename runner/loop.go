@@ -200,7 +200,11 @@ func (w *worker) run() {
 	case stopping && w.rn.benign(err):
 		// A rebalance tears the task down: its transaction is aborted
 		// and the next owner reprocesses its records.
-		w.rn.r.cfg.Logger.Warn("task's last commit before a rebalance failed; its transaction is aborted, its records are reprocessed by the next owner",
+		what := "a rebalance"
+		if w.rn.closing.Load() {
+			what = "Run's stop"
+		}
+		w.rn.r.cfg.Logger.Warn("task's last commit before "+what+" failed; its transaction is aborted, its records are reprocessed by the next owner",
 			"partition", n, "err", err)
 	case !stopping && (recoverable(err) || w.rn.selfFenced(n, err)):
 		// Closed dirty and re-initialized by the main loop: no more

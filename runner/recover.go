@@ -516,13 +516,16 @@ func (rn *run) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int
 	rn.onRevoked(ctx, cl, lost)
 }
 
-// benign reports whether err of a worker that was told to stop by a
-// rebalance (not by the end of Run) needs no more than the teardown: a
-// transient error or a fence of a task that is moving anyway. Its
-// transaction was aborted (or is aborted by the next fence); nothing of it
-// is visible and the next owner reprocesses its records.
+// benign reports whether err of a worker that was told to stop, by a
+// rebalance or by a graceful stop of Run, needs no more than the
+// teardown: a transient error or a fence (the task moved to another
+// member already, e.g. after this member's session expired unnoticed
+// during a broker fault). Its transaction was aborted (or is aborted by
+// the next fence); nothing of it is visible and the next owner reprocesses
+// its records, exactly as after a crash, so a graceful stop still returns
+// nil.
 func (rn *run) benign(err error) bool {
-	return !rn.closing.Load() && (recoverable(err) || fencing.IsFenced(err))
+	return recoverable(err) || fencing.IsFenced(err)
 }
 
 // startupRetry runs a startup step fn again while it fails with a transient
