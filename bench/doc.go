@@ -116,46 +116,52 @@
 // machine (absolute figures are noisy, ratios are from the same run):
 //
 //	drain                              records/s   ratio
-//	(a) plain loop                         90983
-//	(b) GroupTransactSession loop          31148
-//	(c) runner, CommitInterval 100ms      110741   (c)/(a) 1.22, (c)/(b) 3.56
-//	(c) runner, CommitInterval 10ms        76506
-//	(c) runner, CommitInterval 1s         177677
-//	(ref) MaxPollRecords 20000            222361
-//	(ref) producer linger 0               141017
+//	(a) plain loop                        108130
+//	(b) GroupTransactSession loop          22086
+//	(c) runner, CommitInterval 100ms      170731   (c)/(a) 1.58, (c)/(b) 7.73
+//	(c) runner, CommitInterval 10ms       150894
+//	(c) runner, CommitInterval 1s         273765
+//	(ref) MaxPollRecords 20000            347652
+//	(ref) producer linger 0               179250 (the default now: noise)
 //
-//	latency at 55.4k records/s offered      p50      p99
-//	(c) 100ms                             342ms    789ms
+//	latency at 85.3k records/s offered      p50      p99
+//	(c) 100ms                             960ms    1.72s
 //	(ref) 100ms, outputs on the input's
-//	      partition                       174ms    434ms
-//	(c) 10ms                              277ms    709ms
-//	(c) 1s                                695ms     1.2s
-//	(a) plain loop                        10.5ms   59.4ms
-//	(b) GroupTransactSession loop         3.84s    8.10s (falls behind)
+//	      partition                       324ms    791ms
+//	(c) 10ms                              1.62s    3.03s
+//	(c) 1s                                663ms    1.22s
+//	(a) plain loop                        11.1ms   86.0ms
+//	(b) GroupTransactSession loop         9.79s    18.7s (falls behind)
 //
 //	where (c) at 100ms spends it          p50      p99
-//	input produced -> consumer buffer     59ms     263ms
-//	  produced -> appended by the broker   4ms      60ms
-//	  appended -> consumer buffer         51ms     258ms
-//	buffer -> poll                        13ms     122ms
-//	poll -> transformed (worker queue)    56ms     342ms
-//	transformed -> outputs acked          50ms     208ms
-//	transformed -> commit began           56ms     186ms
-//	commit began -> EndTxn returned       49ms     179ms
-//	EndTxn returned -> seen by reader     54ms     262ms
-//	  of which other tasks' transactions   6ms     144ms
+//	input produced -> consumer buffer    277ms    1.05s
+//	  produced -> appended by the broker  1.3ms   51.7ms
+//	  appended -> consumer buffer        272ms    1.04s
+//	buffer -> poll                       81.5ms    321ms
+//	poll -> transformed (worker queue)    245ms    1.06s
+//	transformed -> outputs acked         45.7ms    223ms
+//	transformed -> commit began          54.0ms    191ms
+//	commit began -> EndTxn returned      34.3ms    176ms
+//	EndTxn returned -> seen by reader    87.7ms    502ms
+//	  of which other tasks' transactions  5.8ms    146ms
 //
-//	cold restore: plain read 2593273 records/s, changelog.Restore 759290
-//	records/s, ratio 0.293
+//	cold restore: plain read 2842811 records/s, changelog.Restore 914484
+//	records/s, ratio 0.322
 //
-// CPU: the runner used 0.86 cores during the drain of (c), the broker
-// 1.08 (of the machine's two). The CPU profile of (c): the buckets about
-// 30% cumulative (the transform about 25%, its JSON state decode 6%),
-// Task.Add with txn.Send into kgo Produce 10%, allocation and GC most of
-// the rest. During the latency row of (c) the runner's consumer had a
-// fetch in flight 31% of the time: kgo sends a broker's next fetch once
-// the previous one was polled, and the main loop, runnable behind the
-// workers on two busy cores, polled 13ms (p50) after the response came.
+// Half the drain rate is past what the runner keeps up with when the input
+// is paced: a paced input arrives in small fetches, which cost more CPU per
+// record than a drained backlog, and the fetch and worker-queue stages above
+// grow. At lower loads, two eosbench runs right after on a fresh broker
+// (-records 300000 -latency-rate R):
+//
+//	offered     100ms p50/p99    10ms p50/p99     1s p50/p99
+//	40000/s     110ms/300ms      134ms/354ms      634ms/1.13s
+//	10000/s     157ms/744ms      135ms/505ms      621ms/1.27s
+//
+// CPU: the runner used 0.92 cores during the drain of (c), the broker
+// 0.97 (of the machine's two). The CPU profile of (c): the buckets about
+// 34% cumulative (the transform about 29%), transformer.toKgo 11%,
+// allocation and GC most of the rest.
 //
 // What the engine changed, each measured with old and new binaries
 // alternating on one broker:
