@@ -496,3 +496,70 @@ func TestStartupRidesOutTransientErrors(t *testing.T) {
 	require.Equal(t, 2, f.refusedCount())
 	requireCounted(t, ins, c.ReadCommitted(t, out))
 }
+
+// TestGracefulStopAfterTransientCommitFailure stops Run while both tasks'
+// transactions are open (a 20s interval) and task 0's final EndTxn keeps
+// meeting COORDINATOR_NOT_AVAILABLE: Run still returns nil, having logged
+// the failed commit; nothing of task 0's transaction is visible and its
+// offset did not move, task 1 committed as usual, and a restart processes
+// task 0's records exactly once, with the state of each key exact.
+func TestGracefulStopAfterTransientCommitFailure(t *testing.T) {
+	c, fc := kafkatest.Fake(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
+	c.CreateTopic(t, in, 2)
+	c.CreateTopic(t, out, 2)
+	ins := faultInputs(in, 0, 200, 7)
+	c.Produce(t, ins...)
+	ends := c.EndOffsets(t, in)
+
+	logs := &logCapture{w: testWriter{t}}
+	_, cancel, done := faultRun(t, c, app, in, out,
+		runner.CommitInterval(20*time.Second), runner.TransactionTimeout(time.Minute),
+		runner.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	kafkatest.WaitFor(t, 60*time.Second, "every output written inside the open transactions", func() bool {
+		e := c.EndOffsets(t, out)
+		return e[0]+e[1] >= int64(len(ins))
+	})
+	require.Empty(t, c.ReadCommitted(t, out), "the transactions are still open")
+
+	f := &fault{task0: true, key: kmsg.EndTxn, times: -1, code: kerr.CoordinatorNotAvailable}
+	f.install(fc, app)
+	cancel()
+	select {
+	case err := <-done:
+		done <- err // for the cleanup
+		require.NoError(t, err, "a graceful stop whose final commit failed transiently")
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not return 60s after cancel")
+	}
+	require.Positive(t, f.refusedCount(), "task 0's EndTxn was refused")
+	require.Contains(t, logs.String(), "task's last commit before Run's stop failed")
+
+	outs := c.ReadCommitted(t, out)
+	for _, r := range outs {
+		var i int
+		_, err := fmt.Sscanf(string(r.Value), "v%d#", &i)
+		require.NoError(t, err, "output %q", r.Value)
+		require.Equal(t, 1, i%2, "output %q of task 0's failed transaction is visible", r.Value)
+	}
+	require.Len(t, outs, len(ins)/2, "task 1's outputs")
+	got := c.CommittedOffsets(t, app, in)
+	require.Zero(t, got[0], "task 0's offset did not move")
+	require.Equal(t, ends[1], got[1], "task 1's offset")
+
+	f.mu.Lock()
+	f.times = f.refused // no more refusals
+	f.mu.Unlock()
+	_, _, done = faultRun(t, c, app, in, out)
+	kafkatest.WaitFor(t, 60*time.Second, "every input committed", func() bool {
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("Run ended: %v", err)
+		default:
+		}
+		got := c.CommittedOffsets(t, app, in)
+		return got[0] == ends[0] && got[1] == ends[1]
+	})
+	requireCounted(t, ins, c.ReadCommitted(t, out))
+}
