@@ -162,11 +162,11 @@ func TestGracefulStopAfterFence(t *testing.T) {
 	c.CreateTopic(t, out, 1)
 	opts := []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
 		runner.StateDir(t.TempDir()), runner.TransactionTimeout(2 * time.Minute),
-		runner.BatchTimeout(10 * time.Second), runner.CommitInterval(time.Minute)}
+		runner.BatchTimeout(10 * time.Second)}
 
 	inputs := values(in, 0, "a", 8, 2)
 	c.Produce(t, inputs...)
-	rn := start(t, c, echoCounter(out, nil), opts...)
+	rn := start(t, c, echoCounter(out, nil), append(opts, runner.CommitInterval(time.Minute))...)
 	// Every output is written inside the open transaction: the interval
 	// (a minute) keeps it open.
 	require.Eventually(t, func() bool { return c.EndOffsets(t, out)[0] >= int64(len(inputs)) },
@@ -178,7 +178,7 @@ func TestGracefulStopAfterFence(t *testing.T) {
 	require.Empty(t, readStable(t, c, out), "nothing of the fenced transaction")
 	requireOffsets(t, c, app, in, map[int32]int64{})
 
-	rn = start(t, c, echoCounter(out, nil), append(opts[:len(opts)-1], runner.CommitInterval(100*time.Millisecond))...)
+	rn = start(t, c, echoCounter(out, nil), opts...)
 	waitCommitted(t, c, app, in, 30*time.Second, rn.done)
 	require.NoError(t, rn.stop(t))
 	requireExactlyOnce(t, inputs, readStable(t, c, out))

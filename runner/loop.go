@@ -198,8 +198,9 @@ func (w *worker) run() {
 	case w.rn.fatalErr() != nil:
 		return // Run ends anyway
 	case stopping && w.rn.benign(err):
-		// A rebalance tears the task down: its transaction is aborted
-		// and the next owner reprocesses its records.
+		// A rebalance or Run's stop tears the task down: its
+		// transaction is aborted and the next owner reprocesses its
+		// records.
 		what := "a rebalance"
 		if w.rn.closing.Load() {
 			what = "Run's stop"

@@ -519,8 +519,7 @@ func (rn *run) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int
 // benign reports whether err of a worker that was told to stop, by a
 // rebalance or by a graceful stop of Run, needs no more than the
 // teardown: a transient error or a fence (the task moved to another
-// member already, e.g. after this member's session expired unnoticed
-// during a broker fault). Its transaction was aborted (or is aborted by
+// member already). Its transaction was aborted (or is aborted by
 // the next fence); nothing of it is visible and the next owner reprocesses
 // its records, exactly as after a crash, so a graceful stop still returns
 // nil.

@@ -270,6 +270,34 @@ func faultRun(t *testing.T, c *kafkatest.Cluster, app, in, out string, opts ...r
 	return r, cancel, done
 }
 
+// faultTopics starts an embedded broker for fault injection and creates an
+// input and an output topic of two partitions each, named for app.
+func faultTopics(t *testing.T) (c *kafkatest.Cluster, fc *kfake.Cluster, in, out, app string) {
+	t.Helper()
+	c, fc = kafkatest.Fake(t)
+	in, out, app = kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
+	c.CreateTopic(t, in, 2)
+	c.CreateTopic(t, out, 2)
+	return c, fc, in, out, app
+}
+
+// waitAllCommitted waits until group app committed the end offsets of
+// both partitions of in, failing the test if Run (done) ends first.
+func waitAllCommitted(t *testing.T, c *kafkatest.Cluster, app, in string, done chan error, timeout time.Duration) {
+	t.Helper()
+	ends := c.EndOffsets(t, in)
+	kafkatest.WaitFor(t, timeout, "every input committed", func() bool {
+		select {
+		case err := <-done:
+			done <- err // for the cleanup
+			t.Fatalf("Run ended: %v", err)
+		default:
+		}
+		got := c.CommittedOffsets(t, app, in)
+		return got[0] == ends[0] && got[1] == ends[1]
+	})
+}
+
 // faultInputs returns n records of in, values v{from}.., keys k0..k{keys-1},
 // alternating over partitions 0 and 1.
 // testWriter writes a runner's log lines to the test log.
@@ -341,10 +369,7 @@ func TestTransientFaultsRiddenOut(t *testing.T) {
 		{"Heartbeat_UNKNOWN_MEMBER_ID", &fault{key: kmsg.Heartbeat, after: 0, times: 1, code: kerr.UnknownMemberID}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, fc := kafkatest.Fake(t)
-			in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
-			c.CreateTopic(t, in, 2)
-			c.CreateTopic(t, out, 2)
+			c, fc, in, out, app := faultTopics(t)
 			ins := faultInputs(in, 0, 1200, 7)
 			c.Produce(t, ins...)
 
@@ -385,12 +410,7 @@ func TestTransientFaultsRiddenOut(t *testing.T) {
 			more := faultInputs(in, 1200, 600, 7)
 			c.Produce(t, more...)
 			ins = append(ins, more...)
-			ends := c.EndOffsets(t, in)
-			kafkatest.WaitFor(t, 90*time.Second, "every input committed", func() bool {
-				alive()
-				got := c.CommittedOffsets(t, app, in)
-				return got[0] == ends[0] && got[1] == ends[1]
-			})
+			waitAllCommitted(t, c, app, in, done, 90*time.Second)
 			for _, f := range faults {
 				require.Positive(t, f.refusedCount(), "the fault on %v was injected", f.key)
 			}
@@ -435,10 +455,7 @@ func (l *logCapture) String() string {
 // Run ends with a *TaskTimeoutError that names the task and the broker's
 // error, and nothing of the run is visible.
 func TestPersistentFaultEndsRun(t *testing.T) {
-	c, fc := kafkatest.Fake(t)
-	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
-	c.CreateTopic(t, in, 2)
-	c.CreateTopic(t, out, 2)
+	c, fc, in, out, app := faultTopics(t)
 	c.Produce(t, faultInputs(in, 0, 200, 5)...)
 	f := &fault{key: kmsg.EndTxn, times: -1, code: kerr.CoordinatorNotAvailable}
 	f.install(fc, app)
@@ -468,10 +485,7 @@ func TestPersistentFaultEndsRun(t *testing.T) {
 // changelog's configs, answered REQUEST_TIMED_OUT twice) is retried; Run
 // starts and processes every input exactly once.
 func TestStartupRidesOutTransientErrors(t *testing.T) {
-	c, fc := kafkatest.Fake(t)
-	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
-	c.CreateTopic(t, in, 2)
-	c.CreateTopic(t, out, 2)
+	c, fc, in, out, app := faultTopics(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := c.Adm.CreateTopic(ctx, 2, -1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, changelog.Topic(app))
@@ -482,17 +496,7 @@ func TestStartupRidesOutTransientErrors(t *testing.T) {
 	f.install(fc, app)
 
 	_, _, done := faultRun(t, c, app, in, out)
-	ends := c.EndOffsets(t, in)
-	kafkatest.WaitFor(t, 90*time.Second, "every input committed", func() bool {
-		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("Run ended: %v", err)
-		default:
-		}
-		got := c.CommittedOffsets(t, app, in)
-		return got[0] == ends[0] && got[1] == ends[1]
-	})
+	waitAllCommitted(t, c, app, in, done, 90*time.Second)
 	require.Equal(t, 2, f.refusedCount())
 	requireCounted(t, ins, c.ReadCommitted(t, out))
 }
@@ -504,10 +508,7 @@ func TestStartupRidesOutTransientErrors(t *testing.T) {
 // offset did not move, task 1 committed as usual, and a restart processes
 // task 0's records exactly once, with the state of each key exact.
 func TestGracefulStopAfterTransientCommitFailure(t *testing.T) {
-	c, fc := kafkatest.Fake(t)
-	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
-	c.CreateTopic(t, in, 2)
-	c.CreateTopic(t, out, 2)
+	c, fc, in, out, app := faultTopics(t)
 	ins := faultInputs(in, 0, 200, 7)
 	c.Produce(t, ins...)
 	ends := c.EndOffsets(t, in)
@@ -551,15 +552,6 @@ func TestGracefulStopAfterTransientCommitFailure(t *testing.T) {
 	f.times = f.refused // no more refusals
 	f.mu.Unlock()
 	_, _, done = faultRun(t, c, app, in, out)
-	kafkatest.WaitFor(t, 60*time.Second, "every input committed", func() bool {
-		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("Run ended: %v", err)
-		default:
-		}
-		got := c.CommittedOffsets(t, app, in)
-		return got[0] == ends[0] && got[1] == ends[1]
-	})
+	waitAllCommitted(t, c, app, in, done, 60*time.Second)
 	requireCounted(t, ins, c.ReadCommitted(t, out))
 }
