@@ -92,7 +92,8 @@ func Init(ctx context.Context, txnID string, txnTimeout time.Duration, opts ...k
 		// per MetadataMinAge. Kafka's partition verification answers
 		// NOT_ENOUGH_REPLICAS while the transaction is in a state
 		// transition (CONCURRENT_TRANSACTIONS underneath, which clears
-		// in milliseconds), about once per commit under load: the
+		// in milliseconds), about once per commit under load while the
+		// offsets went beside a commit's last writes (internal/txn): the
 		// default 5s would stall the transaction that long, and 250ms
 		// still set the p99 of a commit at short intervals (eosbench
 		// -partitions 1, row CommitInterval 10ms: End p99 150-230ms
