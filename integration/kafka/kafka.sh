@@ -27,6 +27,7 @@
 # Environment:
 #   FLECHTWERK_KAFKA_CACHE   jar cache directory (see above)
 #   FLECHTWERK_KAFKA_HEAP    max heap (default 768m)
+#   FLECHTWERK_KAFKA_JVM_OPTS  extra JVM flags of the broker (word-split)
 #   FLECHTWERK_KAFKA_START_TIMEOUT  seconds to wait for readiness (default 120)
 #   JAVA                     java binary (default: java)
 #   MVN                      maven binary (default: mvn)
@@ -198,6 +199,8 @@ start_single_node() {
     local -a jvm=("-Xmx${FLECHTWERK_KAFKA_HEAP:-768m}" -Xms128m -XX:+UseG1GC
       -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true
       "-Dlog4j2.configurationFile=$LOG4J_CONFIG" "-Dkafka.logs.dir=$workdir")
+    # shellcheck disable=SC2206
+    jvm+=(${FLECHTWERK_KAFKA_JVM_OPTS:-})
 
     local fmtlog="$workdir/format.log"
     if ! "$JAVA" "${jvm[@]}" -cp "$cp" kafka.tools.StorageTool format \

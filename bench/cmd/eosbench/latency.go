@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,7 +29,15 @@ type latResult struct {
 	stages        []stage
 	traced        int
 	commits       string
+	// worst are the windows of produce time with the highest latency.
+	worst string
 }
+
+// window is the span of produce time the latency rows report the worst
+// of: a stall of the processor or the broker shows as a run of windows
+// whose latency is far above the p50, where the p99 alone cannot tell one
+// stall from a slow steady state.
+const window = 250 * time.Millisecond
 
 // latencyRun starts p on fresh topics, waits until it committed one
 // warm-up record per partition, then offers rate records/s for
@@ -93,7 +104,7 @@ func latencyRun(ctx context.Context, e *env, c config, p processor, rate float64
 	}
 
 	paceStart := time.Now().Add(200 * time.Millisecond)
-	countFrom := paceStart.Add(time.Second)
+	countFrom := paceStart.Add(c.latencyWarm)
 	cons, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...),
 		kgo.ConsumeTopics(out),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -106,6 +117,7 @@ func latencyRun(ctx context.Context, e *env, c config, p processor, rate float64
 		mu    sync.Mutex
 		seen  int
 		lats  []time.Duration
+		wmax  []time.Duration // max latency per window of produce time
 		cdone = make(chan struct{})
 	)
 	cctx, ccancel := context.WithCancel(ctx)
@@ -123,7 +135,13 @@ func latencyRun(ctx context.Context, e *env, c config, p processor, rate float64
 				}
 				seen++
 				if !t.Before(countFrom) {
-					lats = append(lats, now.Sub(t))
+					l := now.Sub(t)
+					lats = append(lats, l)
+					i := int(t.Sub(paceStart) / window)
+					for len(wmax) <= i {
+						wmax = append(wmax, 0)
+					}
+					wmax[i] = max(wmax[i], l)
 				}
 				if tr != nil {
 					tr.see(t.UnixNano(), now)
@@ -207,6 +225,7 @@ func latencyRun(ctx context.Context, e *env, c config, p processor, rate float64
 	}
 	res.samples = len(lats)
 	res.p50, res.p99, res.max = pct(lats, 0.5), pct(lats, 0.99), pct(lats, 1)
+	res.worst = worstWindows(wmax, res.p99)
 	if tr != nil {
 		res.stages, res.traced = tr.report(countFrom)
 		res.commits = tr.commitsReport(countFrom, paceEnd)
@@ -308,4 +327,29 @@ func restoreBench(ctx context.Context, e *env, n int) (*restoreResult, error) {
 	res.restoreRate = float64(n) / res.restore.Seconds()
 	logf("restore: plain read %.0f records/s, changelog.Restore %.0f records/s", res.plainRate, res.restoreRate)
 	return res, nil
+}
+
+// worstWindows reports the windows whose highest latency exceeds the p99:
+// how many, and the five worst with their start (produce time since the
+// pace start) and their highest latency.
+func worstWindows(wmax []time.Duration, p99 time.Duration) string {
+	type w struct {
+		at  time.Duration
+		max time.Duration
+	}
+	var over []w
+	for i, m := range wmax {
+		if m > p99 {
+			over = append(over, w{time.Duration(i) * window, m})
+		}
+	}
+	if len(over) == 0 {
+		return ""
+	}
+	slices.SortFunc(over, func(a, b w) int { return cmp.Compare(b.max, a.max) })
+	s := fmt.Sprintf("%d of %d windows of %v (by produce time) hold a latency above the p99; the worst:", len(over), len(wmax), window)
+	for _, o := range over[:min(5, len(over))] {
+		s += fmt.Sprintf(" +%v %v,", o.at, o.max.Round(time.Millisecond))
+	}
+	return strings.TrimSuffix(s, ",")
 }

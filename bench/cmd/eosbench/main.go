@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk/runner"
 )
@@ -33,6 +32,7 @@ type config struct {
 	keys           int
 	partitions     int
 	latencyDur     time.Duration
+	latencyWarm    time.Duration
 	latencyRate    float64
 	latencyAll     bool
 	restoreRecords int
@@ -51,12 +51,13 @@ func main() {
 	flag.IntVar(&c.keys, "keys", 1000, "distinct keys (state keys) of the input")
 	flag.IntVar(&c.partitions, "partitions", 12, "partitions of the input and output topics")
 	flag.DurationVar(&c.latencyDur, "latency-duration", 15*time.Second, "how long the paced producer runs per latency row (0: no latency rows)")
+	flag.DurationVar(&c.latencyWarm, "latency-warmup", 3*time.Second, "inputs of the first this long of a latency row are not counted (the step from idle to the offered load)")
 	flag.Float64Var(&c.latencyRate, "latency-rate", 0, "offered load of the latency rows in records/s (0: half the drain rate of (c))")
 	flag.BoolVar(&c.latencyAll, "latency-all", true, "also measure the latency of (a) and (b) at the same load")
 	flag.IntVar(&c.restoreRecords, "restore-records", 1_000_000, "records of 100 bytes in the restore benchmark (0: skip)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the drain of (c) at the default settings to this file")
 	flag.BoolVar(&c.verify, "verify", true, "after each drain, count the committed outputs (2 per input)")
-	flag.BoolVar(&c.reference, "reference", true, "also run the reference rows (runner with MaxPollRecords 20000; with producer linger 0)")
+	flag.BoolVar(&c.reference, "reference", true, "also run the reference rows (runner with MaxPollRecords 20000; latency with outputs on their input's partition)")
 	flag.DurationVar(&c.drainTimeout, "drain-timeout", 30*time.Minute, "give up on a drain row after this long")
 	flag.Parse()
 
@@ -159,7 +160,6 @@ func run(ctx context.Context, c config) error {
 	if c.reference {
 		for _, p := range []processor{
 			runnerProc("(ref) runner, MaxPollRecords 20000", stats, runner.MaxPollRecords(20000)),
-			runnerProc("(ref) runner, producer linger 0 (WithKafkaOpts)", stats, runner.WithKafkaOpts(kgo.ProducerLinger(0))),
 		} {
 			r, err := drainRow(p, "", true)
 			if err != nil {
@@ -249,6 +249,11 @@ func run(ctx context.Context, c config) error {
 				continue
 			}
 			fmt.Fprintf(w, "  %-58s %9.0f %9v %9v %9v %9d\n", l.label, l.res.offered, round(l.res.p50), round(l.res.p99), round(l.res.max), l.res.samples)
+		}
+		for _, l := range lats {
+			if l.res != nil && l.res.worst != "" {
+				fmt.Fprintf(w, "  %s: %s\n", l.label, l.res.worst)
+			}
 		}
 		for _, l := range lats {
 			if l.res == nil || len(l.res.stages) == 0 {

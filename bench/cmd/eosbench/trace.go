@@ -304,7 +304,7 @@ func (tr *trace) commitsReport(from, to time.Time) string {
 		return ""
 	}
 	open := union(iv, from, to)
-	return fmt.Sprintf("%d commits (%.1f/s), End p50 %v p99 %v (its flush p50 %v p99 %v, its offsets p50 %v p99 %v, in parallel); some transaction open %.1f%% of the time",
+	return fmt.Sprintf("%d commits (%.1f/s), End p50 %v p99 %v (its flush p50 %v p99 %v, then its offsets p50 %v p99 %v); some transaction open %.1f%% of the time",
 		len(ends), float64(len(ends))/to.Sub(from).Seconds(), round(pct(ends, 0.5)), round(pct(ends, 0.99)),
 		round(pct(produce, 0.5)), round(pct(produce, 0.99)), round(pct(offsets, 0.5)), round(pct(offsets, 0.99)),
 		100*open.Seconds()/to.Sub(from).Seconds())
@@ -323,8 +323,15 @@ func (*kgoCounter) Level() kgo.LogLevel { return kgo.LogLevelDebug }
 func (k *kgoCounter) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	keys := []string{level.String() + " " + msg}
 	for i := 0; i+1 < len(keyvals); i += 2 {
-		if keyvals[i] == "err" {
+		switch keyvals[i] {
+		case "err":
 			keys[0] += fmt.Sprintf(" (err %v)", keyvals[i+1])
+		case "request":
+			keys[0] += fmt.Sprintf(" %v", keyvals[i+1])
+		case "response_error":
+			if keyvals[i+1] != nil {
+				keys[0] += fmt.Sprintf(" (response error %v)", keyvals[i+1])
+			}
 		}
 		if s, ok := keyvals[i+1].(string); ok && keyvals[i] == "to" {
 			for _, part := range strings.Split(s, "retrying@")[1:] {
