@@ -62,6 +62,11 @@
 // A read_committed consumer of the output topic takes latency = the time it
 // received an output − the input's produce time in header "t"; p50/p99/max
 // over all outputs of inputs produced after the first -latency-warmup (3s).
+// Each row also gives the CPU cores used while the paced producer ran: by
+// the bench process (processor, paced producer and reader), by the broker,
+// and by every process of the machine (/proc/stat), which shows when the
+// machine itself is the limit. -latency-cpuprofile writes a CPU profile of
+// the process during the row of (c) at the default settings.
 // The warm-up is the step from an idle processor to the offered load: with
 // 1s, two windows at +1s and +1.25s held the p99 of the 100ms and 10ms rows
 // at 60k records/s (580ms and 551ms; 285ms and 276ms counted from 3s in the
@@ -90,7 +95,11 @@
 //
 // # Where the latency goes
 //
-// The runner's latency rows trace every input (trace.go): a kgo hook on its
+// The runner's latency rows trace one input in 32 (trace.go; chosen by a
+// hash of its produce time; tracing every input took a fifth of the
+// process's CPU at 54k records/s, which the untraced rows (a) and (b) do
+// not pay, and held the p50 of the 100ms row at 236-853ms where the
+// sampled trace gives 96ms in the same minutes): a kgo hook on its
 // clients notes when the consumer buffered the input and when the poll
 // handed it out (the latency rows' input topics have
 // message.timestamp.type=LogAppendTime, so the broker's append time splits

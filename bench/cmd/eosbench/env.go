@@ -289,6 +289,10 @@ type cpu struct {
 	self     time.Duration
 	broker   time.Duration
 	brokerOK bool
+	// machine is the CPU time all processes of the machine used
+	// (/proc/stat); machineOK when it was read.
+	machine   time.Duration
+	machineOK bool
 }
 
 func (e *env) cpuNow() cpu {
@@ -313,7 +317,34 @@ func (e *env) cpuNow() cpu {
 			}
 		}
 	}
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		// "cpu  user nice system idle iowait irq softirq steal ...", in
+		// clock ticks (100 Hz): busy is everything but idle and iowait.
+		line, _, _ := strings.Cut(string(b), "\n")
+		if f := strings.Fields(line); len(f) > 8 && f[0] == "cpu" {
+			var busy int64
+			for i, v := range f[1:9] {
+				if i == 3 || i == 4 {
+					continue
+				}
+				n, _ := strconv.ParseInt(v, 10, 64)
+				busy += n
+			}
+			c.machine = time.Duration(busy) * 10 * time.Millisecond
+			c.machineOK = true
+		}
+	}
 	return c
+}
+
+// machineCores returns the CPU cores all processes of the machine used
+// between a and b (-1 when unknown).
+func machineCores(a, b cpu) float64 {
+	wall := b.at.Sub(a.at).Seconds()
+	if wall <= 0 || !a.machineOK || !b.machineOK {
+		return -1
+	}
+	return (b.machine - a.machine).Seconds() / wall
 }
 
 // cores returns the CPU cores used between a and b, by this process and by

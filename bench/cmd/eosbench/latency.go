@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,6 +32,9 @@ type latResult struct {
 	commits       string
 	// worst are the windows of produce time with the highest latency.
 	worst string
+	// CPU cores used while the paced producer ran: this process, the
+	// broker (-1: unknown), every process of the machine (-1: unknown).
+	self, broker, machine float64
 }
 
 // window is the span of produce time the latency rows report the worst
@@ -171,6 +175,17 @@ func latencyRun(ctx context.Context, e *env, c config, p processor, rate float64
 	if record && stats != nil {
 		stats.record(true)
 	}
+	var profF *os.File
+	if record && c.latencyProfile != "" {
+		if profF, err = os.Create(c.latencyProfile); err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(profF); err != nil {
+			profF.Close()
+			return nil, fmt.Errorf("cpu profile %s: %w", c.latencyProfile, err)
+		}
+	}
+	c0 := e.cpuNow()
 	sent := 0
 	for {
 		el := time.Since(paceStart)
@@ -185,6 +200,13 @@ func latencyRun(ctx context.Context, e *env, c config, p processor, rate float64
 		time.Sleep(time.Millisecond)
 	}
 	paceEnd := time.Now()
+	c1 := e.cpuNow()
+	if profF != nil {
+		pprof.StopCPUProfile()
+		if err := profF.Close(); err != nil {
+			return nil, fmt.Errorf("cpu profile %s: %w", c.latencyProfile, err)
+		}
+	}
 	if err := prod.Flush(ctx); err != nil {
 		return nil, err
 	}
@@ -192,6 +214,8 @@ func latencyRun(ctx context.Context, e *env, c config, p processor, rate float64
 		return nil, fmt.Errorf("paced producer: %w", perr)
 	}
 	res := &latResult{sent: sent, offered: float64(sent) / paceEnd.Sub(paceStart).Seconds(), from: paceStart, to: paceEnd}
+	res.self, res.broker = cores(c0, c1)
+	res.machine = machineCores(c0, c1)
 	if record && stats != nil {
 		res.reqs = stats.record(false)
 	}

@@ -37,6 +37,7 @@ type config struct {
 	latencyAll     bool
 	restoreRecords int
 	cpuProfile     string
+	latencyProfile string
 	verify         bool
 	reference      bool
 	drainTimeout   time.Duration
@@ -56,6 +57,7 @@ func main() {
 	flag.BoolVar(&c.latencyAll, "latency-all", true, "also measure the latency of (a) and (b) at the same load")
 	flag.IntVar(&c.restoreRecords, "restore-records", 1_000_000, "records of 100 bytes in the restore benchmark (0: skip)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the drain of (c) at the default settings to this file")
+	flag.StringVar(&c.latencyProfile, "latency-cpuprofile", "", "write a CPU profile of this process while the paced producer of the latency row of (c) at the default settings runs")
 	flag.BoolVar(&c.verify, "verify", true, "after each drain, count the committed outputs (2 per input)")
 	flag.BoolVar(&c.reference, "reference", true, "also run the reference rows (runner with MaxPollRecords 20000; latency with outputs on their input's partition)")
 	flag.DurationVar(&c.drainTimeout, "drain-timeout", 30*time.Minute, "give up on a drain row after this long")
@@ -240,16 +242,19 @@ func run(ctx context.Context, c config) error {
 	if c.latencyDur > 0 {
 		fmt.Fprintf(w, "latency, input produce time -> output seen by a read_committed consumer, paced producer at %.0f records/s for %v\n", rate, c.latencyDur)
 		if c.latencyRate <= 0 {
-			fmt.Fprintf(w, "  (half the drain rate of (c) at the default settings; the first second is not counted)\n")
+			fmt.Fprintf(w, "  (half the drain rate of (c) at the default settings)\n")
 		}
-		fmt.Fprintf(w, "  %-58s %9s %9s %9s %9s %9s\n", "row", "offered/s", "p50", "p99", "max", "samples")
+		fmt.Fprintf(w, "  (inputs of the first %v are not counted)\n", c.latencyWarm)
+		fmt.Fprintf(w, "  %-58s %9s %9s %9s %9s %9s %6s %6s %6s\n", "row", "offered/s", "p50", "p99", "max", "samples", "CPU", "broker", "all")
 		for _, l := range lats {
 			if l.err != nil {
 				fmt.Fprintf(w, "  %-58s %s\n", l.label, l.err)
 				continue
 			}
-			fmt.Fprintf(w, "  %-58s %9.0f %9v %9v %9v %9d\n", l.label, l.res.offered, round(l.res.p50), round(l.res.p99), round(l.res.max), l.res.samples)
+			fmt.Fprintf(w, "  %-58s %9.0f %9v %9v %9v %9d %6.2f %6s %6s\n", l.label, l.res.offered, round(l.res.p50), round(l.res.p99), round(l.res.max), l.res.samples,
+				l.res.self, coresStr(l.res.broker), coresStr(l.res.machine))
 		}
+		fmt.Fprintf(w, "  (CPU: cores used while the paced producer ran, by this process (processor, paced producer and reader), the broker, and every process of the machine)\n")
 		for _, l := range lats {
 			if l.res != nil && l.res.worst != "" {
 				fmt.Fprintf(w, "  %s: %s\n", l.label, l.res.worst)
@@ -291,6 +296,10 @@ func run(ctx context.Context, c config) error {
 	if c.cpuProfile != "" {
 		fmt.Fprintf(w, "CPU profile of this process during the drain of (c): %s (%.2f cores used)\n", c.cpuProfile, cDefault.self)
 		fmt.Fprint(w, pprofTop(c.cpuProfile))
+	}
+	if c.latencyProfile != "" && len(lats) > 0 && lats[0].res != nil {
+		fmt.Fprintf(w, "CPU profile of this process during the latency row of (c): %s (%.2f cores used, with the paced producer and the reader)\n", c.latencyProfile, lats[0].res.self)
+		fmt.Fprint(w, pprofTop(c.latencyProfile))
 	}
 	return nil
 }

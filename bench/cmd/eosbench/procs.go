@@ -29,7 +29,7 @@ type job struct {
 	in, out string
 	group   string
 	started func()
-	// trace, when set, follows every input through the runner (runner
+	// trace, when set, follows sampled inputs through the runner (runner
 	// rows only).
 	trace *trace
 }
@@ -38,7 +38,7 @@ type job struct {
 type processor struct {
 	label string
 	run   func(ctx context.Context, j job) error
-	// traced: the latency row traces every input (see trace).
+	// traced: the latency row traces one input in traceSample (see trace).
 	traced bool
 	// copartitioned: the latency row places every input on the partition
 	// the default partitioner picks for its key (keyOfCopartitioned), not
@@ -265,11 +265,11 @@ func runnerProc(label string, stats *reqStats, opts ...runner.Opt) processor {
 		counter := transformer.New(func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
 			j.started()
 			if j.trace != nil {
-				hs := make([]kgo.RecordHeader, len(rec.Headers))
-				for i, h := range rec.Headers {
-					hs[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+				for _, h := range rec.Headers {
+					if h.Key == timeHeader {
+						j.trace.process(h.Value, rec.Partition)
+					}
 				}
-				j.trace.process(&kgo.Record{Headers: hs}, rec.Partition)
 			}
 			n++
 			e.SetState(n)
