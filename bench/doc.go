@@ -96,10 +96,10 @@
 // # Where the latency goes
 //
 // The runner's latency rows trace one input in 32 (trace.go; chosen by a
-// hash of its produce time; tracing every input took a fifth of the
-// process's CPU at 54k records/s, which the untraced rows (a) and (b) do
-// not pay, and held the p50 of the 100ms row at 236-853ms where the
-// sampled trace gives 96ms in the same minutes): a kgo hook on its
+// hash of its produce time; tracing every input, six maps of a million
+// entries behind one lock, is a cost the untraced rows (a) and (b) do not
+// pay: in two alternating pairs at 54k records/s the 100ms row's p99 was
+// 372/269ms traced in full and 193/164ms sampled): a kgo hook on its
 // clients notes when the consumer buffered the input and when the poll
 // handed it out (the latency rows' input topics have
 // message.timestamp.type=LogAppendTime, so the broker's append time splits
