@@ -89,9 +89,10 @@
 // and "concur" (mean number in flight while busy), and how much of the wall
 // time the commit path (Produce, AddOffsetsToTxn, TxnOffsetCommit, EndTxn)
 // had a request open; records per EndTxn is the mean size of a transaction.
-// With -cpuprofile (run.sh sets it on Kafka) a CPU profile of the process is
-// taken during the drain of (c) and its top 15 functions, and the project's
-// functions by cumulative time, are printed via go tool pprof.
+// With -cpuprofile a CPU profile of the process is taken during the drain
+// of (c), with -latency-cpuprofile during the paced producer of the latency
+// row of (c) (run.sh sets both on Kafka); of each, the top 15 functions and
+// the project's functions by cumulative time are printed via go tool pprof.
 //
 // # Where the latency goes
 //
@@ -130,55 +131,73 @@
 // machine (absolute figures are noisy, ratios are from the same run):
 //
 //	drain                              records/s   ratio
-//	(a) plain loop                        108130
-//	(b) GroupTransactSession loop          22086
-//	(c) runner, CommitInterval 100ms      170731   (c)/(a) 1.58, (c)/(b) 7.73
-//	(c) runner, CommitInterval 10ms       150894
-//	(c) runner, CommitInterval 1s         273765
-//	(ref) MaxPollRecords 20000            347652
-//	(ref) producer linger 0               179250 (the default now: noise)
+//	(a) plain loop                        170577
+//	(b) GroupTransactSession loop          49869
+//	(c) runner, CommitInterval 100ms      177868   (c)/(a) 1.04, (c)/(b) 3.57
+//	(c) runner, CommitInterval 10ms       124259
+//	(c) runner, CommitInterval 1s         247291
+//	(ref) MaxPollRecords 20000            338177
 //
-//	latency at 85.3k records/s offered      p50      p99
-//	(c) 100ms                             960ms    1.72s
+//	latency at 88.9k records/s offered      p50      p99   cores: here broker all
+//	(c) 100ms                             119ms    290ms          0.93  0.99  1.92
 //	(ref) 100ms, outputs on the input's
-//	      partition                       324ms    791ms
-//	(c) 10ms                              1.62s    3.03s
-//	(c) 1s                                663ms    1.22s
-//	(a) plain loop                        11.1ms   86.0ms
-//	(b) GroupTransactSession loop         9.79s    18.7s (falls behind)
+//	      partition                      85.9ms    169ms          1.04  0.84  1.88
+//	(c) 10ms                             69.9ms    287ms          0.95  0.90  1.85
+//	(c) 1s                                703ms    1.21s          1.12  0.77  1.89
+//	(a) plain loop                       5.05ms   28.8ms          0.71  0.89  1.58
+//	(b) GroupTransactSession loop         5.54s    12.3s (falls behind)
 //
 //	where (c) at 100ms spends it          p50      p99
-//	input produced -> consumer buffer    277ms    1.05s
-//	  produced -> appended by the broker  1.3ms   51.7ms
-//	  appended -> consumer buffer        272ms    1.04s
-//	buffer -> poll                       81.5ms    321ms
-//	poll -> transformed (worker queue)    245ms    1.06s
-//	transformed -> outputs acked         45.7ms    223ms
-//	transformed -> commit began          54.0ms    191ms
-//	commit began -> EndTxn returned      34.3ms    176ms
-//	EndTxn returned -> seen by reader    87.7ms    502ms
-//	  of which other tasks' transactions  5.8ms    146ms
+//	input produced -> consumer buffer   10.9ms   58.9ms
+//	  produced -> appended by the broker  1.7ms   28.5ms
+//	  appended -> consumer buffer        7.8ms   45.5ms
+//	buffer -> poll                        97µs   9.55ms
+//	poll -> transformed (worker queue)   4.5ms   95.4ms
+//	transformed -> outputs acked        10.6ms   67.4ms
+//	transformed -> commit began         44.0ms   96.7ms
+//	commit began -> EndTxn returned     16.8ms   69.6ms
+//	EndTxn returned -> seen by reader   29.7ms    138ms
+//	  of which other tasks' transactions 7.5ms   59.4ms
+//	117 commits/s, End p50 17.3ms p99 74.2ms (flush 5.3/52.6ms, offsets 5.0/29.0ms)
 //
-//	cold restore: plain read 2842811 records/s, changelog.Restore 914484
-//	records/s, ratio 0.322
+//	cold restore: plain read 3523996 records/s, changelog.Restore 827850
+//	records/s, ratio 0.235
 //
-// Half the drain rate is past what the runner keeps up with when the input
-// is paced: a paced input arrives in small fetches, which cost more CPU per
-// record than a drained backlog, and the fetch and worker-queue stages above
-// grow. At lower loads, two eosbench runs right after on a fresh broker
-// (-records 300000 -latency-rate R):
+// At the half-drain load the machine is the limit: its two cores are 1.85 to
+// 1.92 busy in every runner row (the plain loop leaves 0.4 free), and every
+// stage that waits for the broker queues. At lower loads, eosbench runs of
+// the same hour on one broker (-records 100000 -latency-rate R; each row
+// traced one input in 32):
 //
-//	offered     100ms p50/p99    10ms p50/p99     1s p50/p99
-//	40000/s     110ms/300ms      134ms/354ms      634ms/1.13s
-//	10000/s     157ms/744ms      135ms/505ms      621ms/1.27s
+//	offered  runs  100ms p50/p99     10ms p50/p99      10ms commits/s  broker cores (10ms)
+//	54000/s  3     94-112/164-215ms  63-109/203-228ms  226-307         0.93-1.01
+//	25000/s  1     84/145ms          67/127ms          358             1.07
+//	10000/s  5     77-97/132-205ms   47-67/81-134ms    424-484         1.12-1.18
+//	2000/s   1     73/131ms          29.5/63.9ms       718             1.14
 //
-// CPU: the runner used 0.92 cores during the drain of (c), the broker
-// 0.97 (of the machine's two). The CPU profile of (c): the buckets about
-// 34% cumulative (the transform about 29%), transformer.toKgo 11%,
-// allocation and GC most of the rest.
+// (A sixth run at 10k records/s, right after a broker restart: 200/377ms
+// at 100ms, 154/302ms at 10ms, the broker at 1.40 cores.) The 100ms
+// interval kept its p99 within 2x the interval in 8 of these 10 runs (205ms
+// and 215ms in the others); the 10ms interval reaches p50 30ms only at 2k
+// records/s. Its cost does not fall with the load: a task with
+// records commits at every tick, 12 tasks up to 1200 transactions a second,
+// and the broker takes over a core for them at any load. A 10ms-interval
+// transaction takes at least three broker round trips one after the other
+// (the changelog's flush, TxnOffsetCommit, EndTxn: End p50 7ms at 2k/s,
+// 13ms at 10k/s, 17-21ms at 54-89k/s), then its markers before the next
+// transaction of the task may write (AddOffsetsToTxn retried on
+// CONCURRENT_TRANSACTIONS: 2019 calls for 1684 transactions in the row
+// above), and the records that arrive meanwhile wait in the worker queue.
 //
-// What the engine changed, each measured with old and new binaries
-// alternating on one broker:
+// CPU: the runner used 0.99 cores during the drain of (c), the broker
+// 0.92 (of the machine's two). The CPU profile of (c) during its latency
+// row (runner-latency-cpu.pprof, 0.93 cores with the paced producer and the
+// reader): the buckets 23% cumulative (the bench's transform and its JSON
+// codec 16%), kgo's Produce 9%, allocation and GC about a quarter of the
+// samples.
+//
+// What the engine and the bench changed, each measured with old and new
+// binaries alternating on one broker:
 //
 //   - A chunk's buckets used to run on a new goroutine each, whose stack
 //     then grew again in the JSON decode: runtime.newstack was 40% of the
@@ -193,26 +212,41 @@
 //     refresh, at most one per MetadataMinAge, which the task producers
 //     now set to 20ms instead of 250ms: End p99 of one task 152-227ms ->
 //     35-105ms.
+//   - End sends the offsets after the flush, not beside it: at 20k
+//     records/s (-trace-kgo) the parallel TxnOffsetCommit was refused
+//     COORDINATOR_LOAD_IN_PROGRESS at 229 of 724 commits (each retried
+//     after a FindCoordinator) and the writes it met retried 435 times on
+//     NOT_ENOUGH_REPLICAS; one after the other, none; End p50 13.4 -> 9.3ms
+//     at 100ms, 15.6 -> 10.9ms at 10ms.
 //   - The output records of one transform call are allocated together:
 //     13 instead of 15 allocations per input with two outputs
 //     (BenchmarkTransformerTwoOutputs in this package); the time per call
 //     moved within the noise (0-5% less in five alternating pairs).
+//   - The bench traced every input of a runner latency row, which the
+//     untraced rows do not pay; it traces one in 32 now (see above).
 //
-// The targets for the drain are met; the latency targets (p99 <= 2x the
-// interval, p50 <= 30ms at 10ms) are not. What is left is the broker's
-// work per transaction: each task commits its own (one transactional ID
-// per input partition), and every transaction costs the broker
-// AddOffsetsToTxn, TxnOffsetCommit, EndTxn, transaction log writes and a
-// marker on every partition it wrote. The reference row shows the last
-// part: with one output partition per transaction instead of 12, p50 and
-// p99 fall to about half in the same run. At 10000 records/s offered and
-// the 100ms interval, in one sequence of runs: 1 partition p50/p99
-// 61-76ms/191-359ms, 3 partitions 133-155ms/432-514ms, 12 partitions
-// 203-618ms/489ms-1.26s; one task at the 10ms interval reached p50 31ms
-// once the metadata wait was gone. Fewer transactions per interval needs
-// one producer for several tasks (Kafka Streams' exactly_once_v2, fenced
-// by the group generation in TxnOffsetCommit), which the design's one
-// transactional ID per partition rules out.
+// Tried and left out: a producer linger of 5ms on the task producers
+// (kgo's Flush at the commit ignores linger, so it delays no commit) cut
+// the produce requests of the 100ms row at 10k records/s from 35-73k to
+// 22k but moved neither the broker's CPU (0.91-0.95 against 1.04-1.11
+// cores) nor the latency beyond the noise, in two alternating pairs. The
+// paced producer's linger of 0 costs the broker about 0.45 cores at 10k
+// records/s (the plain loop's row: 0.98 cores, 0.54 with linger 5ms); it
+// stays 0, since its linger would count in every row's latency.
+//
+// The targets for the drain are met in this run ((c)/(a) was 0.80 in
+// another run of the same day, when (a) drained faster than (c): both
+// vary by 30% from run to run); the latency targets at half the drain rate
+// (p99 <= 2x the interval, p50 <= 30ms at 10ms) are not. What is left is
+// the broker's work per transaction: each task commits its own (one
+// transactional ID per input partition), and every transaction costs the
+// broker AddOffsetsToTxn, TxnOffsetCommit, EndTxn, transaction log writes
+// and a marker on every partition it wrote. The reference row shows the
+// last part: with one output partition per transaction instead of 12, the
+// p99 falls from 290ms to 169ms in the same run. Fewer transactions per
+// interval needs one producer for several tasks (Kafka Streams'
+// exactly_once_v2, fenced by the group generation in TxnOffsetCommit),
+// which the design's one transactional ID per partition rules out.
 //
 // # Go benchmarks
 //

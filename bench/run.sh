@@ -10,7 +10,7 @@
 #   BENCH_LATENCY             paced-producer duration per latency row (default 15s; 0s skips)
 #   BENCH_RESTORE_RECORDS     records of the restore benchmark on Kafka (default 1000000)
 #   BENCH_KFAKE_RESTORE_RECORDS  the same on kfake (default 100000)
-#   BENCH_OUT                 directory for the binary, the CPU profile and the
+#   BENCH_OUT                 directory for the binary, the CPU profiles and the
 #                             reports (default: a new temporary directory, kept)
 #   BENCH_FLAGS               extra eosbench flags for both runs
 set -euo pipefail
@@ -49,7 +49,8 @@ pid="$(cat "$dir/kafka.pid")"
 echo "==> Apache Kafka $version at $brokers (pid $pid); output in $OUT"
 "$OUT/eosbench" -brokers "$brokers" -broker-pid "$pid" -label "Apache Kafka $version" \
   -records "$RECORDS" -latency-duration "$LATENCY" -restore-records "$RESTORE" \
-  -cpuprofile "$OUT/runner-cpu.pprof" "${EXTRA[@]}" | tee "$OUT/kafka.txt"
+  -cpuprofile "$OUT/runner-cpu.pprof" -latency-cpuprofile "$OUT/runner-latency-cpu.pprof" \
+  "${EXTRA[@]}" | tee "$OUT/kafka.txt"
 bash "$KAFKA" stop "$dir"
 rm -rf "$dir"
 dir=""
