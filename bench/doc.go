@@ -232,7 +232,18 @@
 // cores) nor the latency beyond the noise, in two alternating pairs. The
 // paced producer's linger of 0 costs the broker about 0.45 cores at 10k
 // records/s (the plain loop's row: 0.98 cores, 0.54 with linger 5ms); it
-// stays 0, since its linger would count in every row's latency.
+// stays 0, since its linger would count in every row's latency. The
+// broker's own retry of a write that meets CONCURRENT_TRANSACTIONS while it
+// adds the partition to the transaction (add.partitions.to.txn.retry.backoff.ms,
+// 20ms by default; FLECHTWERK_KAFKA_PROPS sets broker settings for
+// kafka.sh) at 2ms, in two alternating pairs of fresh brokers at 54k
+// records/s: the 100ms row 164/419ms and 143/409ms against 172/372ms and
+// 142/302ms at the default, the 10ms row 66/157ms and 65/194ms against
+// 80/257ms and 67/272ms: no gain at 100ms, and a lead at 10ms that two
+// pairs do not establish. On those fresh brokers the broker took 1.31
+// cores in the 100ms row where a broker warmed by earlier runs took
+// 0.84-0.94 at the same load, and the row's p50 was 142-172ms against
+// 94-112ms: rows early in a broker's life pay for its warm-up.
 //
 // The targets for the drain are met in this run ((c)/(a) was 0.80 in
 // another run of the same day, when (a) drained faster than (c): both

@@ -28,6 +28,8 @@
 #   FLECHTWERK_KAFKA_CACHE   jar cache directory (see above)
 #   FLECHTWERK_KAFKA_HEAP    max heap (default 768m)
 #   FLECHTWERK_KAFKA_JVM_OPTS  extra JVM flags of the broker (word-split)
+#   FLECHTWERK_KAFKA_PROPS   extra broker settings, key=value words appended to
+#                            server.properties (later lines win)
 #   FLECHTWERK_KAFKA_START_TIMEOUT  seconds to wait for readiness (default 120)
 #   JAVA                     java binary (default: java)
 #   MVN                      maven binary (default: mvn)
@@ -192,6 +194,10 @@ start_single_node() {
     cport="${ports#* }"
     cluster_id="$(random_cluster_id)"
     "$props_fn" "$workdir" "$port" "$cport" >"$props"
+    if [[ -n "${FLECHTWERK_KAFKA_PROPS:-}" ]]; then
+      # shellcheck disable=SC2086 # one key=value per word
+      printf '%s\n' "" "# FLECHTWERK_KAFKA_PROPS" ${FLECHTWERK_KAFKA_PROPS} >>"$props"
+    fi
     printf '%s\n' "$cluster_id" >"$workdir/cluster.id"
     printf '%s\n' "$tv" >"$workdir/transaction.version"
 
