@@ -173,13 +173,13 @@
 //	54000/s  3     94-112/164-215ms  63-109/203-228ms  226-307         0.93-1.01
 //	25000/s  1     84/145ms          67/127ms          358             1.07
 //	10000/s  5     77-97/132-205ms   47-67/81-134ms    424-484         1.12-1.18
-//	2000/s   1     73/131ms          29.5/63.9ms       718             1.14
+//	2000/s   4     63-73/112-131ms   18-29.5/46-64ms   718             1.11-1.14
 //
-// (A sixth run at 10k records/s, right after a broker restart: 200/377ms
-// at 100ms, 154/302ms at 10ms, the broker at 1.40 cores.) The 100ms
-// interval kept its p99 within 2x the interval in 8 of these 10 runs (205ms
-// and 215ms in the others); the 10ms interval reaches p50 30ms only at 2k
-// records/s. Its cost does not fall with the load: a task with
+// (Two more runs at 10k records/s, each the first on a new broker: 200/377ms
+// and 154/274ms at 100ms, 154/302ms and 98/190ms at 10ms, the broker at
+// 1.28-1.41 cores.) The 100ms interval kept its p99 within 2x the interval
+// in 11 of these 13 runs (205ms and 215ms in the others); the 10ms interval
+// reaches p50 30ms at 2k records/s (18-29.5ms in four runs), not at 10k. Its cost does not fall with the load: a task with
 // records commits at every tick, 12 tasks up to 1200 transactions a second,
 // and the broker takes over a core for them at any load. A 10ms-interval
 // transaction takes at least three broker round trips one after the other
