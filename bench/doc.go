@@ -243,7 +243,16 @@
 // pairs do not establish. On those fresh brokers the broker took 1.31
 // cores in the 100ms row where a broker warmed by earlier runs took
 // 0.84-0.94 at the same load, and the row's p50 was 142-172ms against
-// 94-112ms: rows early in a broker's life pay for its warm-up.
+// 94-112ms: rows early in a broker's life pay for its warm-up. Under
+// transaction version 2 TxnOffsetCommit v5 adds the offsets partition
+// itself (franz-go skips AddOffsetsToTxn there); a build that sent no
+// AddOffsetsToTxn, in two alternating pairs on one warm broker: at 10k
+// records/s the 100ms row 74/128ms and 75/127ms against 90/173ms and
+// 76/134ms, the 10ms row 43/99ms and 46/97ms against 50/118ms and
+// 50/101ms (its End's flush p50 rose from 4.4-4.9ms to 8.3-8.8ms: the
+// first write now waits for the previous transaction's markers in the
+// broker's retry); at 54k records/s no difference beyond the noise. A few
+// milliseconds at low load did not earn a change of the commit protocol.
 //
 // The targets for the drain are met in this run ((c)/(a) was 0.80 in
 // another run of the same day, when (a) drained faster than (c): both
