@@ -221,11 +221,21 @@ func timeValue(t time.Time) []byte { return binary.BigEndian.AppendUint64(nil, u
 
 func headerTime(r *kgo.Record) (time.Time, bool) {
 	for _, h := range r.Headers {
-		if h.Key == timeHeader && len(h.Value) == 8 {
-			return time.Unix(0, int64(binary.BigEndian.Uint64(h.Value))), true
+		if h.Key == timeHeader {
+			if ns, ok := timeNanos(h.Value); ok {
+				return time.Unix(0, ns), true
+			}
 		}
 	}
 	return time.Time{}, false
+}
+
+// timeNanos decodes a timeHeader value (see timeValue).
+func timeNanos(v []byte) (int64, bool) {
+	if len(v) != 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(v)), true
 }
 
 // keyOf returns the key of record i and its partition: key k lives on

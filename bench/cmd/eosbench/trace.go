@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"flag"
 	"fmt"
 	"io"
@@ -79,7 +78,7 @@ func traceKey(r *kgo.Record) (int64, bool) {
 // traceSample: one input in this many is traced.
 const traceSample = 32
 
-func traced(k int64) bool { return uint64(k)*0x9E3779B97F4A7C15>>59 == 0 }
+func traced(k int64) bool { return (uint64(k)*0x9E3779B97F4A7C15>>32)%traceSample == 0 }
 
 var (
 	_ kgo.HookFetchRecordBuffered     = (*trace)(nil)
@@ -135,10 +134,7 @@ func (tr *trace) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
 // process notes that the input with this "t" header value was
 // transformed.
 func (tr *trace) process(t []byte, partition int32) {
-	if len(t) != 8 {
-		return
-	}
-	if k := int64(binary.BigEndian.Uint64(t)); traced(k) {
+	if k, ok := timeNanos(t); ok && traced(k) {
 		now := time.Now()
 		tr.mu.Lock()
 		if _, ok := tr.processed[k]; !ok {
