@@ -67,7 +67,18 @@
 // and by every process of the machine (/proc/stat), which shows when the
 // machine itself is the limit. -latency-cpuprofile writes a CPU profile of
 // the process during the row of (c) at the default settings.
-// The warm-up is the step from an idle processor to the offered load: with
+// Before the latency rows, the runner at the default settings runs one row
+// as long at the same load to warm the broker up (-broker-warmup, 15s; 0
+// skips it). Its figures are printed as the first latency row, labelled as
+// not a result. A broker that only drained so far is not warm at a paced
+// load: on a fresh broker, in one run at 88k records/s, that row took the
+// broker 1.14 cores with a p50/p99 of 121/251ms, and the row of (c) right
+// after it 0.95 cores with 94/157ms; without the warm-up row, the first
+// latency row of two runs on fresh brokers had 117/264ms and 114/255ms at
+// 1.13 and 1.12 broker cores, and the same row in the next run on the same
+// broker 91/150ms at 0.93.
+//
+// The within-row warm-up is the step from an idle processor to the offered load: with
 // 1s, two windows at +1s and +1.25s held the p99 of the 100ms and 10ms rows
 // at 60k records/s (580ms and 551ms; 285ms and 276ms counted from 3s in the
 // next run). Below the table a line per row names the 250ms windows of
