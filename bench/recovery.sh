@@ -19,24 +19,13 @@ set -euo pipefail
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
 GO="${GO:-go}"
-KAFKA="$ROOT/integration/kafka/kafka.sh"
 KEYS="${BENCH_STATE_KEYS:-1000000}"
 
 cd "$ROOT"
-dir=""
-cleanup() {
-  if [[ -n "$dir" ]]; then
-    bash "$KAFKA" stop "$dir" || true
-    rm -rf "$dir"
-  fi
-}
-trap cleanup EXIT INT TERM
-
-bash "$KAFKA" fetch
-version="$(bash "$KAFKA" version)"
-dir="$(mktemp -d -t flechtwerk-recovery-kafka-XXXXXX)"
-brokers="$(bash "$KAFKA" start "$dir" --owner-pid $$ | tail -1)"
-echo "==> Apache Kafka $version at $brokers; $KEYS keys of 100 bytes per benchmarked task"
-KAFKA_BROKERS="$brokers" "$GO" test ./runner/ -run '^$' -timeout 60m -benchtime 1x \
+# shellcheck source=kafka.sh
+source "$SCRIPT_DIR/kafka.sh"
+bench_kafka_start recovery
+echo "==> Apache Kafka $KAFKA_VERSION at $BROKERS; $KEYS keys of 100 bytes per benchmarked task"
+KAFKA_BROKERS="$BROKERS" "$GO" test ./runner/ -run '^$' -timeout 60m -benchtime 1x \
   -bench 'BenchmarkRestartAfterKill|BenchmarkStandbyFailoverKill|BenchmarkJoinPause|BenchmarkLeavePause' \
   -standby-keys "$KEYS" 2>&1 | grep -E '^(Benchmark|restart after|standby SIGKILL|PASS|FAIL|ok )|gap|: (cooperative|eager)'

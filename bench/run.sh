@@ -18,7 +18,6 @@ set -euo pipefail
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
 GO="${GO:-go}"
-KAFKA="$ROOT/integration/kafka/kafka.sh"
 RECORDS="${BENCH_RECORDS:-1000000}"
 KFAKE_RECORDS="${BENCH_KFAKE_RECORDS:-100000}"
 LATENCY="${BENCH_LATENCY:-15s}"
@@ -32,28 +31,15 @@ EXTRA=(${BENCH_FLAGS:-})
 cd "$ROOT"
 "$GO" build -o "$OUT/eosbench" ./bench/cmd/eosbench
 
-dir=""
-cleanup() {
-  if [[ -n "$dir" ]]; then
-    bash "$KAFKA" stop "$dir" || true
-    rm -rf "$dir"
-  fi
-}
-trap cleanup EXIT INT TERM
-
-bash "$KAFKA" fetch
-version="$(bash "$KAFKA" version)"
-dir="$(mktemp -d -t flechtwerk-bench-kafka-XXXXXX)"
-brokers="$(bash "$KAFKA" start "$dir" --owner-pid $$ | tail -1)"
-pid="$(cat "$dir/kafka.pid")"
-echo "==> Apache Kafka $version at $brokers (pid $pid); output in $OUT"
-"$OUT/eosbench" -brokers "$brokers" -broker-pid "$pid" -label "Apache Kafka $version" \
+# shellcheck source=kafka.sh
+source "$SCRIPT_DIR/kafka.sh"
+bench_kafka_start bench
+echo "==> Apache Kafka $KAFKA_VERSION at $BROKERS (pid $KAFKA_PID); output in $OUT"
+"$OUT/eosbench" -brokers "$BROKERS" -broker-pid "$KAFKA_PID" -label "Apache Kafka $KAFKA_VERSION" \
   -records "$RECORDS" -latency-duration "$LATENCY" -restore-records "$RESTORE" \
   -cpuprofile "$OUT/runner-cpu.pprof" -latency-cpuprofile "$OUT/runner-latency-cpu.pprof" \
   "${EXTRA[@]}" | tee "$OUT/kafka.txt"
-bash "$KAFKA" stop "$dir"
-rm -rf "$dir"
-dir=""
+bench_kafka_stop
 
 if [[ "$KFAKE_RECORDS" != 0 ]]; then
   echo "==> embedded broker (kfake, in this process: CPU here includes the broker)"
