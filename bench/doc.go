@@ -43,6 +43,18 @@
 //     codec, Pebble store, one task and transactional producer per
 //     partition) at the default settings (CommitInterval 100 ms), and at
 //     CommitInterval 10 ms and 1 s.
+//   - (d) Kafka Streams (bench/streams, Counter.java, the broker's version
+//     from Maven Central): the same counter as a Kafka Streams application
+//     under processing.guarantee=exactly_once_v2 with a persistent
+//     (RocksDB, changelogged) store, commit.interval.ms 100 (its default
+//     under exactly-once), one instance with -streams-threads stream
+//     threads (default: the machine's cores), in a JVM of its own whose CPU
+//     counts as "CPU here". exactly_once_v2 runs one transactional producer
+//     per stream thread, fenced by the group generation (KIP-447), so each
+//     transaction covers every task of the thread; the runner runs one per
+//     task. eosbench builds it with mvn and runs it with java on Apache
+//     Kafka only (-streams "" skips it); it also runs a latency row at
+//     commit.interval.ms 100 and 10. Each row starts a new JVM.
 //   - (ref) the runner with MaxPollRecords 20000: a diagnostic of the per-
 //     transaction cost, not a target.
 //

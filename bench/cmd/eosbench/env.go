@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,10 +23,13 @@ type env struct {
 	kind      string // "kafka" or "kfake"
 	brokers   []string
 	brokerPID int // the broker's process (0: none, kfake runs in this process)
-	adm       *kadm.Client
-	cl        *kgo.Client
-	seq       int
-	runID     string
+	// child is a process whose CPU counts as this process's: the Kafka
+	// Streams JVM of a row (0: none).
+	child atomic.Int64
+	adm   *kadm.Client
+	cl    *kgo.Client
+	seq   int
+	runID string
 }
 
 func newEnv(kind string, brokers []string, brokerPID int) (*env, error) {
@@ -305,6 +309,28 @@ type cpu struct {
 	machineOK bool
 }
 
+// procCPU returns the user and system CPU time of process pid so far.
+func procCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// Fields after the command (which may hold spaces): state is field 3,
+	// utime 14, stime 15, in clock ticks (100 Hz).
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) <= 13 {
+		return 0, false
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond, true
+}
+
 func (e *env) cpuNow() cpu {
 	c := cpu{at: time.Now()}
 	var ru syscall.Rusage
@@ -312,19 +338,11 @@ func (e *env) cpuNow() cpu {
 		c.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	if e.brokerPID > 0 {
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", e.brokerPID)); err == nil {
-			// Fields after the command (which may hold spaces): state is
-			// field 3, utime 14, stime 15, in clock ticks (100 Hz).
-			s := string(b)
-			if i := strings.LastIndexByte(s, ')'); i > 0 {
-				f := strings.Fields(s[i+1:])
-				if len(f) > 13 {
-					u, _ := strconv.ParseInt(f[11], 10, 64)
-					st, _ := strconv.ParseInt(f[12], 10, 64)
-					c.broker = time.Duration(u+st) * 10 * time.Millisecond
-					c.brokerOK = true
-				}
-			}
+		c.broker, c.brokerOK = procCPU(e.brokerPID)
+	}
+	if pid := e.child.Load(); pid > 0 {
+		if d, ok := procCPU(int(pid)); ok {
+			c.self += d
 		}
 	}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {

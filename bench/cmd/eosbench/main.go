@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -35,6 +36,8 @@ type config struct {
 	latencyWarm    time.Duration
 	latencyRate    float64
 	brokerWarm     time.Duration
+	streams        string
+	streamsThreads int
 	latencyAll     bool
 	restoreRecords int
 	cpuProfile     string
@@ -56,6 +59,8 @@ func main() {
 	flag.DurationVar(&c.latencyWarm, "latency-warmup", 3*time.Second, "inputs of the first this long of a latency row are not counted (the step from idle to the offered load)")
 	flag.Float64Var(&c.latencyRate, "latency-rate", 0, "offered load of the latency rows in records/s (0: half the drain rate of (c))")
 	flag.DurationVar(&c.brokerWarm, "broker-warmup", 15*time.Second, "before the latency rows, run the runner at the default settings this long at the same offered load, to warm the broker up to that load; its figures are printed as the first latency row, labelled, and are not a result (0: none)")
+	flag.StringVar(&c.streams, "streams", "bench/streams", "directory of the Kafka Streams counter (rows (d), on Apache Kafka only; built with mvn, run with java); empty: no Kafka Streams rows")
+	flag.IntVar(&c.streamsThreads, "streams-threads", runtime.NumCPU(), "num.stream.threads of the Kafka Streams rows")
 	flag.BoolVar(&c.latencyAll, "latency-all", true, "also measure the latency of (a) and (b) at the same load")
 	flag.IntVar(&c.restoreRecords, "restore-records", 1_000_000, "records of 100 bytes in the restore benchmark (0: skip)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the drain of (c) at the default settings to this file")
@@ -163,6 +168,25 @@ func run(ctx context.Context, c config) error {
 			return err
 		}
 	}
+	// (d) Kafka Streams, the same counter under exactly_once_v2.
+	var (
+		d          *drainResult
+		dLatency   []processor
+		streamsErr error
+	)
+	if c.streams != "" && kind == "kafka" {
+		var cp string
+		if cp, streamsErr = buildStreams(ctx, c.streams); streamsErr == nil {
+			label := func(iv time.Duration) string {
+				return fmt.Sprintf("(d) Kafka Streams exactly_once_v2, commit %v", iv)
+			}
+			p := streamsProc(label(100*time.Millisecond), cp, 100*time.Millisecond, c.streamsThreads)
+			if d, err = drainRow(p, "", false); err != nil {
+				return err
+			}
+			dLatency = []processor{p, streamsProc(label(10*time.Millisecond), cp, 10*time.Millisecond, c.streamsThreads)}
+		}
+	}
 	var refs []*drainResult
 	if c.reference {
 		for _, p := range []processor{
@@ -215,6 +239,7 @@ func run(ctx context.Context, c config) error {
 				procs = append(procs, *v.proc)
 			}
 		}
+		procs = append(procs, dLatency...)
 		if c.latencyAll {
 			procs = append(procs, plainLoop(), sessionLoop(nil))
 		}
@@ -257,6 +282,12 @@ func run(ctx context.Context, c config) error {
 		}
 	}
 	fmt.Fprintf(w, "ratios: (c)/(a) = %.3f   (c)/(b) = %.3f   (b)/(a) = %.3f\n", cDefault.rate/a.rate, cDefault.rate/b.rate, b.rate/a.rate)
+	if d != nil {
+		fmt.Fprintf(w, "        (c)/(d) = %.3f   (d)/(a) = %.3f   (%d stream threads)\n", cDefault.rate/d.rate, d.rate/a.rate, c.streamsThreads)
+	}
+	if streamsErr != nil {
+		fmt.Fprintf(w, "  (d) Kafka Streams: not run: %v\n", streamsErr)
+	}
 	for _, r := range refs {
 		fmt.Fprintf(w, "        %s: /(a) = %.3f, /(c) = %.2f\n", r.label, r.rate/a.rate, r.rate/cDefault.rate)
 	}
