@@ -53,8 +53,16 @@
 //     per stream thread, fenced by the group generation (KIP-447), so each
 //     transaction covers every task of the thread; the runner runs one per
 //     task. eosbench builds it with mvn and runs it with java on Apache
-//     Kafka only (-streams "" skips it); it also runs a latency row at
-//     commit.interval.ms 100 and 10. Each row starts a new JVM.
+//     Kafka only (-streams "" skips it). Each row starts a new JVM.
+//
+// Kafka Streams drains slower than the runner here, so its latency rows
+// run in a section of their own at half its drain rate (or the main load
+// if lower), with the runner's default and 10ms rows again beside them,
+// untraced like it: commit.interval.ms 100 and 10. Every row of that
+// section offers the load for -broker-warmup longer before its inputs
+// count, the warm-up of a new JVM (without it, in one run at 21.8k
+// records/s, the 10ms row of (d) had a p99 of 1.07s from windows 3.5s into
+// the row; with it, 38.8ms).
 //   - (ref) the runner with MaxPollRecords 20000: a diagnostic of the per-
 //     transaction cost, not a target.
 //

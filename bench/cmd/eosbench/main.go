@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -201,11 +202,6 @@ func run(ctx context.Context, c config) error {
 	}
 
 	// Latency at a steady offered load.
-	type latRow struct {
-		label string
-		res   *latResult
-		err   error
-	}
 	var lats []latRow
 	rate := c.latencyRate
 	if rate <= 0 {
@@ -239,7 +235,6 @@ func run(ctx context.Context, c config) error {
 				procs = append(procs, *v.proc)
 			}
 		}
-		procs = append(procs, dLatency...)
 		if c.latencyAll {
 			procs = append(procs, plainLoop(), sessionLoop(nil))
 		}
@@ -255,6 +250,39 @@ func run(ctx context.Context, c config) error {
 			if v.proc == nil {
 				lats = append(lats, latRow{label: v.label, err: v.err})
 			}
+		}
+	}
+
+	// Latency against Kafka Streams at a load both keep up with: half the
+	// drain rate of (d) when it drains slower than (c) (at the main rate it
+	// would only fall behind), the runner's rows again beside it, untraced
+	// like it.
+	var (
+		peerRate float64
+		peers    []latRow
+	)
+	if c.latencyDur > 0 && d != nil {
+		peerRate = min(rate, d.rate/2)
+		procs := []processor{runnerProc("(c) runner, default settings", nil)}
+		if v := intervals[0]; v.proc != nil { // 10ms
+			procs = append(procs, *v.proc)
+		}
+		procs = append(procs, dLatency...)
+		// A new JVM compiles as it goes: every row of this section offers
+		// the load for -broker-warmup more before its inputs count (in one
+		// run without it, the 10ms row of (d) held a 1.07s p99 from
+		// windows 3.5s into the row, at 21.8k records/s).
+		pc := c
+		pc.latencyWarm += c.brokerWarm
+		pc.latencyDur += c.brokerWarm
+		for _, p := range procs {
+			p.traced = false
+			res, err := latencyRun(ctx, e, pc, p, peerRate, false, nil)
+			if err != nil {
+				return fmt.Errorf("latency of %s at %.0f records/s: %w", p.label, peerRate, err)
+			}
+			logf("latency at %.0f/s %-40s p50 %v p99 %v", peerRate, p.label, round(res.p50), round(res.p99))
+			peers = append(peers, latRow{label: p.label, res: res})
 		}
 	}
 
@@ -297,21 +325,7 @@ func run(ctx context.Context, c config) error {
 			fmt.Fprintf(w, "  (half the drain rate of (c) at the default settings)\n")
 		}
 		fmt.Fprintf(w, "  (inputs of the first %v are not counted)\n", c.latencyWarm)
-		fmt.Fprintf(w, "  %-58s %9s %9s %9s %9s %9s %6s %6s %6s\n", "row", "offered/s", "p50", "p99", "max", "samples", "CPU", "broker", "all")
-		for _, l := range lats {
-			if l.err != nil {
-				fmt.Fprintf(w, "  %-58s %s\n", l.label, l.err)
-				continue
-			}
-			fmt.Fprintf(w, "  %-58s %9.0f %9v %9v %9v %9d %6.2f %6s %6s\n", l.label, l.res.offered, round(l.res.p50), round(l.res.p99), round(l.res.max), l.res.samples,
-				l.res.self, coresStr(l.res.broker), coresStr(l.res.machine))
-		}
-		fmt.Fprintf(w, "  (CPU: cores used while the paced producer ran, by this process (processor, paced producer and reader), the broker, and every process of the machine)\n")
-		for _, l := range lats {
-			if l.res != nil && l.res.worst != "" {
-				fmt.Fprintf(w, "  %s: %s\n", l.label, l.res.worst)
-			}
-		}
+		printLatencies(w, lats)
 		for _, l := range lats {
 			if l.res == nil || len(l.res.stages) == 0 {
 				continue
@@ -324,6 +338,11 @@ func run(ctx context.Context, c config) error {
 				fmt.Fprintf(w, "    %s\n", l.res.commits)
 			}
 		}
+	}
+	if len(peers) > 0 {
+		fmt.Fprintf(w, "latency beside Kafka Streams, paced producer at %.0f records/s for %v (half the drain rate of (d), or the load above if lower; untraced rows)\n", peerRate, c.latencyDur+c.brokerWarm)
+		fmt.Fprintf(w, "  (inputs of the first %v are not counted: the warm-up of a new JVM)\n", c.latencyWarm+c.brokerWarm)
+		printLatencies(w, peers)
 	}
 	fmt.Fprintf(w, "where (c) spends its drain, from kgo hooks on every runner client (%d records, %.1f records per EndTxn)\n",
 		c.records, float64(c.records)/float64(max(1, countKey(cDefault.reqs, 26))))
@@ -364,6 +383,33 @@ func countKey(reqs []req, key int16) int {
 		}
 	}
 	return n
+}
+
+// latRow is a latency row of the report: its result or why it did not run.
+type latRow struct {
+	label string
+	res   *latResult
+	err   error
+}
+
+// printLatencies prints the table of latency rows, then the windows of
+// each that hold a latency above its p99.
+func printLatencies(w io.Writer, rows []latRow) {
+	fmt.Fprintf(w, "  %-58s %9s %9s %9s %9s %9s %6s %6s %6s\n", "row", "offered/s", "p50", "p99", "max", "samples", "CPU", "broker", "all")
+	for _, l := range rows {
+		if l.err != nil {
+			fmt.Fprintf(w, "  %-58s %s\n", l.label, l.err)
+			continue
+		}
+		fmt.Fprintf(w, "  %-58s %9.0f %9v %9v %9v %9d %6.2f %6s %6s\n", l.label, l.res.offered, round(l.res.p50), round(l.res.p99), round(l.res.max), l.res.samples,
+			l.res.self, coresStr(l.res.broker), coresStr(l.res.machine))
+	}
+	fmt.Fprintf(w, "  (CPU: cores used while the paced producer ran, by this process (processor, paced producer and reader), the broker, and every process of the machine)\n")
+	for _, l := range rows {
+		if l.res != nil && l.res.worst != "" {
+			fmt.Fprintf(w, "  %s: %s\n", l.label, l.res.worst)
+		}
+	}
 }
 
 func coresStr(f float64) string {
