@@ -14,8 +14,10 @@
 #               (integration/kafka/secure.sh).
 # make run    - the word-count example on an embedded broker.
 # make bench  - the throughput/latency benchmark (bench/run.sh): plain loop,
-#               GroupTransactSession loop and the runner on Apache Kafka and
-#               on the embedded broker. BENCH_RECORDS=300000 scales it down.
+#               GroupTransactSession loop, the runner and Kafka Streams
+#               (exactly_once_v2, built with Maven) on Apache Kafka, and the
+#               first three on the embedded broker. BENCH_RECORDS=300000
+#               scales it down.
 # make bench-recovery - the recovery benchmarks on Apache Kafka
 #               (bench/recovery.sh): warm and cold restart after SIGKILL,
 #               failover with and without a standby, the pause of unmoved
