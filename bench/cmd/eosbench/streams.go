@@ -28,7 +28,7 @@ func buildStreams(ctx context.Context, dir string) (string, error) {
 		}
 	}
 	cmd := exec.CommandContext(ctx, "mvn", "-q", "-f", filepath.Join(dir, "pom.xml"), "package", "dependency:copy-dependencies",
-		"-DincludeScope=runtime", "-DoutputDirectory="+filepath.Join(dir, "target", "lib"))
+		"-DincludeScope=runtime", "-DoutputDirectory=target/lib")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("building %s: %w\n%s", dir, err, out)

@@ -51,7 +51,7 @@ public final class Counter {
 
     StreamsBuilder b = new StreamsBuilder();
     b.addStateStore(Stores.keyValueStoreBuilder(
-        Stores.persistentKeyValueStore(STORE), Serdes.ByteArray(), Serdes.Long()));
+        Stores.persistentKeyValueStore(STORE), Serdes.ByteArray(), Serdes.Long()).withCachingEnabled());
     b.stream(args[2], Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
         .process(() -> new Count(), STORE)
         .to(args[3], Produced.with(Serdes.ByteArray(), Serdes.ByteArray()));
