@@ -203,6 +203,7 @@ func run(ctx context.Context, c config) error {
 
 	// Latency at a steady offered load.
 	var lats []latRow
+	var warmRow []latRow // printed first, not lats[0] (the row of (c))
 	rate := c.latencyRate
 	if rate <= 0 {
 		rate = cDefault.rate / 2
@@ -221,7 +222,7 @@ func run(ctx context.Context, c config) error {
 			return fmt.Errorf("latency of %s: %w", p.label, err)
 		}
 		logf("latency %-50s p50 %v p99 %v", p.label, round(res.p50), round(res.p99))
-		lats = append(lats, latRow{label: p.label, res: res})
+		warmRow = []latRow{{label: p.label, res: res}}
 	}
 	if c.latencyDur > 0 {
 		procs := []processor{runnerProc("(c) runner, default settings", stats)}
@@ -325,7 +326,7 @@ func run(ctx context.Context, c config) error {
 			fmt.Fprintf(w, "  (half the drain rate of (c) at the default settings)\n")
 		}
 		fmt.Fprintf(w, "  (inputs of the first %v are not counted)\n", c.latencyWarm)
-		printLatencies(w, lats)
+		printLatencies(w, append(warmRow, lats...))
 		for _, l := range lats {
 			if l.res == nil || len(l.res.stages) == 0 {
 				continue
