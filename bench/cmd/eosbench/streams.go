@@ -48,6 +48,8 @@ func streamsProc(label, classPath string, interval time.Duration, threads int) p
 			"flechtwerk.bench.Counter", strings.Join(j.env.brokers, ","), j.group, j.in, j.out, dir,
 			strconv.FormatInt(interval.Milliseconds(), 10), strconv.Itoa(threads))
 		cmd.Stderr = os.Stderr
+		// An eosbench that exits on an error leaves no JVM behind.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			return err

@@ -9,6 +9,7 @@ import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.processor.api.Processor;
@@ -58,10 +59,17 @@ public final class Counter {
 
     KafkaStreams streams = new KafkaStreams(b.build(), p);
     CountDownLatch done = new CountDownLatch(1);
+    // A failed stream thread shuts the whole client down (no exit from the
+    // thread: the shutdown hook's close would wait for it); main then exits
+    // with 1, and eosbench reports the row as failed.
     streams.setUncaughtExceptionHandler(e -> {
       e.printStackTrace();
-      System.exit(1);
-      return null;
+      return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
+    });
+    streams.setStateListener((now, before) -> {
+      if (now == KafkaStreams.State.ERROR || now == KafkaStreams.State.NOT_RUNNING) {
+        done.countDown();
+      }
     });
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
       streams.close();
@@ -69,6 +77,9 @@ public final class Counter {
     }));
     streams.start();
     done.await();
+    if (streams.state() == KafkaStreams.State.ERROR) {
+      System.exit(1);
+    }
   }
 
   private static volatile boolean started;
