@@ -104,6 +104,7 @@ func TestZombieTaskCommitIsFenced(t *testing.T) {
 
 			inputs := values(in, p, "v", 6, 2)
 			c.Produce(t, inputs...)
+			member := c.JoinGroup(t, app, in)
 
 			cfg := task.Config{
 				ApplicationID:      app,
@@ -114,6 +115,7 @@ func TestZombieTaskCommitIsFenced(t *testing.T) {
 				StateDir:           t.TempDir(),
 				TransactionTimeout: 30 * time.Second,
 				KafkaOpts:          []kgo.Opt{kgo.SeedBrokers(c.Brokers...)},
+				Member:             member.Identity,
 			}
 			proc, ok := stage.TransformerOf(echoCounter(out, nil))
 			require.True(t, ok)
@@ -239,4 +241,68 @@ func TestZombieRunnerIsFenced(t *testing.T) {
 			requireExactlyOnce(t, append(first, second...), readStable(t, c, out))
 		})
 	}
+}
+
+// TestLateFenceCostsRestartNotCommit plays a zombie whose fence of task 0
+// lands after the running owner's (it holds the task's newest producer
+// epoch) but whose group member was dropped: its transaction of the
+// records it processed is refused by the group and aborted, nothing of it
+// is visible and the group offset does not move. The owner, fenced by the
+// zombie's late fence, ends Run with ErrFenced (a restart); the restarted
+// owner processes every input exactly once.
+func TestLateFenceCostsRestartNotCommit(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
+	c.CreateTopic(t, in, 1)
+	c.CreateTopic(t, out, 1)
+	opts := []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in), runner.StateDir(t.TempDir())}
+	first := values(in, 0, "a", 10, 2)
+	c.Produce(t, first...)
+	owner := start(t, c, echoCounter(out, nil), opts...)
+	waitCommitted(t, c, app, in, 60*time.Second, owner.done)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	details, err := c.Adm.ListTopics(ctx, in)
+	require.NoError(t, err)
+	groups, err := c.Adm.DescribeGroups(ctx, app)
+	require.NoError(t, err)
+	require.Len(t, groups[app].Members, 1)
+	proc, ok := stage.TransformerOf(echoCounter(out, nil))
+	require.True(t, ok)
+	zombie, err := task.Start(ctx, task.Config{
+		ApplicationID: app, Partition: 0, InputTopics: []string{in},
+		TopicIDs: map[string][16]byte{in: details[in].ID}, Changelog: changelog.Topic(app),
+		StateDir: t.TempDir(), TransactionTimeout: 30 * time.Second,
+		KafkaOpts: []kgo.Opt{kgo.SeedBrokers(c.Brokers...)},
+		// A member the group no longer knows (dropped when its session
+		// timed out).
+		Member: func() (string, int32) { return "dropped-" + groups[app].Members[0].MemberID, 1 },
+	}, proc)
+	require.NoError(t, err)
+	defer zombie.Close()
+	require.NoError(t, zombie.Restore(ctx, c.Adm))
+
+	second := values(in, 0, "b", 2, 2)
+	for i, r := range second {
+		r.Offset = int64(10 + i)
+	}
+	b, err := zombie.Process(ctx, second, make(chan struct{}, 4))
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{in: 12}, b.Offsets)
+	err = zombie.Commit(ctx, b)
+	require.Error(t, err, "the zombie's transaction must be refused by the group")
+	t.Logf("zombie ended with: %v", err)
+	c.WaitSettled(t, out)
+	requireExactlyOnce(t, first, readStable(t, c, out))
+	requireOffsets(t, c, app, in, map[int32]int64{0: 10})
+
+	// The owner meets the late fence at its next commit: a restart.
+	c.Produce(t, second...)
+	err = owner.wait(t, 60*time.Second)
+	require.ErrorIs(t, err, fencing.ErrFenced)
+	owner = start(t, c, echoCounter(out, nil), opts...)
+	waitCommitted(t, c, app, in, 60*time.Second, owner.done)
+	require.NoError(t, owner.stop(t))
+	requireExactlyOnce(t, append(first, second...), readStable(t, c, out))
 }

@@ -468,6 +468,7 @@ func (rn *run) taskConfig(n int32) task.Config {
 		TransactionTimeout: c.TransactionTimeout,
 		KafkaOpts:          rn.base,
 		Logger:             c.Logger,
+		Member:             rn.consumer.GroupMetadata,
 	}
 }
 

@@ -187,6 +187,7 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 		Partition: t.cfg.Partition,
 		Next:      maps.Clone(o.offsets),
 		TopicIDs:  t.cfg.TopicIDs,
+		Member:    t.cfg.Member,
 	})
 	if err != nil {
 		return Stats{}, fmt.Errorf("task %d: %w", t.cfg.Partition, err)

@@ -36,6 +36,15 @@ type Config struct {
 	// KafkaOpts are added to every client the task creates (brokers, TLS, SASL).
 	KafkaOpts []kgo.Opt
 	Logger    *slog.Logger
+	// Member returns the member ID and generation of the consumer group
+	// member that owns the task (kgo.Client.GroupMetadata of the runner's
+	// group client). Every transaction's offsets carry it (KIP-447): the
+	// group coordinator refuses them when that member left the group or
+	// its generation is stale, as it refuses the member's own offset
+	// commits, so a zombie that holds the task's newest producer epoch but
+	// not the group's current generation cannot commit. Required to
+	// commit offsets.
+	Member func() (memberID string, generation int32)
 }
 
 // Task is one running task.
@@ -198,6 +207,7 @@ func (t *Task) Commit(ctx context.Context, b *Batch) error {
 		Partition: t.cfg.Partition,
 		Next:      b.Offsets,
 		TopicIDs:  t.cfg.TopicIDs,
+		Member:    t.cfg.Member,
 	})
 	if err != nil {
 		// Aborted, or of unknown outcome (a failed end): the store is

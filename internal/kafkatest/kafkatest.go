@@ -357,3 +357,51 @@ func (c *Cluster) Describe(app string, inputs ...string) string {
 	d.Print(&b)
 	return b.String()
 }
+
+// Member is a consumer group member that only holds its place in group:
+// it consumes topics, never fetches or commits, and gives its identity
+// to commits made in its name (the runner's tasks carry their member's
+// identity in TxnOffsetCommit).
+type Member struct {
+	cl *kgo.Client
+}
+
+// JoinGroup joins group as a member consuming topics and waits until it
+// holds a generation. It leaves the group when the test ends, or at
+// Leave.
+func (c *Cluster) JoinGroup(t testing.TB, group string, topics ...string) *Member {
+	t.Helper()
+	opts := append(c.clientOpts(),
+		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topics...),
+		kgo.DisableAutoCommit(), kgo.SessionTimeout(6*time.Second))
+	cl, err := kgo.NewClient(opts...)
+	require.NoError(t, err)
+	m := &Member{cl: cl}
+	t.Cleanup(m.Leave)
+	// The join runs in the background once the client polls.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if cl.PollFetches(ctx).IsClientClosed() {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	WaitFor(t, 60*time.Second, "group "+group+" joined", func() bool {
+		_, gen := m.Identity()
+		return gen >= 0
+	})
+	return m
+}
+
+// Identity returns the member ID and generation (kgo's GroupMetadata).
+func (m *Member) Identity() (memberID string, generation int32) { return m.cl.GroupMetadata() }
+
+// Client returns the member's client.
+func (m *Member) Client() *kgo.Client { return m.cl }
+
+// Leave leaves the group and closes the client; a second call is a no-op.
+func (m *Member) Leave() { m.cl.Close() }

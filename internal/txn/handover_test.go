@@ -23,6 +23,7 @@ type handover struct {
 	in, out, clog   string
 	inID            [16]byte
 	committed, sent int
+	member          *kafkatest.Member
 }
 
 func newHandover(t *testing.T) *handover {
@@ -37,6 +38,7 @@ func newHandover(t *testing.T) *handover {
 	td, err := c.Adm.ListTopics(ctx, h.in)
 	require.NoError(t, err)
 	h.inID = td[h.in].ID
+	h.member = c.JoinGroup(t, h.group, h.in)
 	return h
 }
 
@@ -65,7 +67,7 @@ func (h *handover) records(n int) []*kgo.Record {
 
 func (h *handover) offsets() *Offsets {
 	return &Offsets{Group: h.group, Partition: 0, Next: map[string]int64{h.in: int64(h.sent)},
-		TopicIDs: map[string][16]byte{h.in: h.inID}}
+		TopicIDs: map[string][16]byte{h.in: h.inID}, Member: h.member.Identity}
 }
 
 // commit runs one transaction the way a task does: it opens with the
@@ -196,6 +198,7 @@ func TestUnmovedProducersKeepSequences(t *testing.T) {
 	td, err := c.Adm.ListTopics(ctx, in)
 	require.NoError(t, err)
 	inID := td[in].ID
+	member := c.JoinGroup(t, app, in)
 
 	open := func(n int32) (*Producer, error) {
 		return Open(ctx, fencing.TransactionalID(app, n), time.Minute, clog, kgo.SeedBrokers(c.Brokers...))
@@ -216,7 +219,7 @@ func TestUnmovedProducersKeepSequences(t *testing.T) {
 		for k := range 3 {
 			x.Send(&kgo.Record{Topic: clog, Partition: n, Key: fmt.Appendf(nil, "p%d-k%d", n, k), Value: []byte(strconv.FormatInt(next, 10))})
 		}
-		_, err = x.End(ctx, &Offsets{Group: app, Partition: n, Next: map[string]int64{in: next}, TopicIDs: map[string][16]byte{in: inID}})
+		_, err = x.End(ctx, &Offsets{Group: app, Partition: n, Next: map[string]int64{in: next}, TopicIDs: map[string][16]byte{in: inID}, Member: member.Identity})
 		return err
 	}
 

@@ -85,7 +85,22 @@ type Offsets struct {
 	Next map[string]int64
 	// TopicIDs are the topics' IDs, for TxnOffsetCommit v6+.
 	TopicIDs map[string][16]byte
+	// Member returns the identity of the group member that owns the
+	// partition: its member ID and generation (kgo.Client.GroupMetadata).
+	// It is read each time TxnOffsetCommit is sent, and the request
+	// carries it (KIP-447), so the coordinator refuses the offsets of a
+	// member that left the group or whose generation is stale, exactly as
+	// it refuses that member's own OffsetCommit: the transactional and
+	// the direct commit paths of a partition are fenced by the same
+	// owner. Required: without it the offsets are refused here.
+	Member func() (memberID string, generation int32)
 }
+
+// ErrNoMember means a transaction's offsets had no group member to carry:
+// Offsets.Member was nil, or the member has no generation (it has not
+// joined, or lost its session). Nothing was committed; the transaction is
+// aborted.
+var ErrNoMember = errors.New("txn: offsets need the identity of the group member that owns the partition")
 
 // Timing says how long the parts of a commit took: the wait for the
 // records' results (Produce), then the offsets (Offsets: TxnOffsetCommit,
@@ -165,12 +180,20 @@ func (p *Producer) addOffsets(ctx context.Context, group string, id int64, epoch
 
 // sendOffsets adds the group's offsets to the open transaction:
 // AddOffsetsToTxn (unless added is set: it was sent when the transaction
-// opened) then TxnOffsetCommit, with generation -1 and no member id (the
-// producer is not the group member).
+// opened) then TxnOffsetCommit, carrying the member ID and generation of
+// the group member that owns the partition (Offsets.Member), read when the
+// request is sent. A generation refused as stale is sent again only when
+// the member has joined a newer generation meanwhile (the group rebalanced
+// between the read and the request, and the member, which still runs the
+// task, holds the partition in it: a revocation stops the task before the
+// member rejoins); any other refusal aborts the transaction.
 func (p *Producer) sendOffsets(ctx context.Context, o *Offsets, added bool) error {
 	id, epoch, err := p.cl.ProducerID(ctx)
 	if err != nil {
 		return err
+	}
+	if o.Member == nil {
+		return fmt.Errorf("%w (group %s)", ErrNoMember, o.Group)
 	}
 	if !added {
 		if err := p.addOffsets(ctx, o.Group, id, epoch); err != nil {
@@ -182,8 +205,6 @@ func (p *Producer) sendOffsets(ctx context.Context, o *Offsets, added bool) erro
 	req.Group = o.Group
 	req.ProducerID = id
 	req.ProducerEpoch = epoch
-	req.Generation = -1
-	req.MemberID = ""
 	topics := make([]string, 0, len(o.Next))
 	for topic := range o.Next {
 		topics = append(topics, topic)
@@ -201,6 +222,13 @@ func (p *Producer) sendOffsets(ctx context.Context, o *Offsets, added bool) erro
 		req.Topics = append(req.Topics, rt)
 	}
 	return retry(ctx, func() error {
+		member, gen := o.Member()
+		if member == "" || gen < 0 {
+			// Never generation -1: the coordinator would take it
+			// unchecked.
+			return fmt.Errorf("%w: group %s has no generation for this member (not joined, or its session was lost): %w", ErrNoMember, o.Group, kerr.UnknownMemberID)
+		}
+		req.MemberID, req.Generation = member, gen
 		resp, err := req.RequestWith(ctx, p.cl)
 		if err != nil {
 			return err
@@ -211,15 +239,26 @@ func (p *Producer) sendOffsets(ctx context.Context, o *Offsets, added bool) erro
 				name = topics[i]
 			}
 			for _, rp := range rt.Partitions {
-				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-					return fmt.Errorf("TxnOffsetCommit %s/%d: %w", name, rp.Partition,
-						authz.Wrap(err, "Read", map[authz.Resource]string{authz.Topic: name, authz.Group: o.Group, authz.TransactionalID: p.id}))
+				err := kerr.ErrorForCode(rp.ErrorCode)
+				if err == nil {
+					continue
 				}
+				if errors.Is(err, kerr.IllegalGeneration) {
+					if m, g := o.Member(); m == member && g > gen {
+						return errNewerGeneration
+					}
+				}
+				return fmt.Errorf("TxnOffsetCommit %s/%d (member %s, generation %d): %w", name, rp.Partition, member, gen,
+					authz.Wrap(err, "Read", map[authz.Resource]string{authz.Topic: name, authz.Group: o.Group, authz.TransactionalID: p.id}))
 			}
 		}
 		return nil
 	})
 }
+
+// errNewerGeneration asks retry to send TxnOffsetCommit again: it was
+// refused for a generation the member has left for a newer one.
+var errNewerGeneration = errors.New("txn: the member joined a newer generation")
 
 // retry runs fn until it succeeds, fails with a non-retryable error, or ctx
 // ends. CONCURRENT_TRANSACTIONS (the previous transaction's markers are
@@ -234,7 +273,8 @@ func retry(ctx context.Context, fn func() error) error {
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, kerr.ConcurrentTransactions) && !kerr.IsRetriable(err) && !(network(err) && ctx.Err() == nil) {
+		if !errors.Is(err, kerr.ConcurrentTransactions) && !errors.Is(err, errNewerGeneration) &&
+			!kerr.IsRetriable(err) && !(network(err) && ctx.Err() == nil) {
 			return err
 		}
 		select {
