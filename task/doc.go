@@ -40,7 +40,12 @@
 // Batches that wrote nothing open no transaction: an offsets-only
 // transaction would never be ended by the client, so when a whole interval
 // wrote nothing its offsets are committed by the caller through the group
-// member's generation-checked commit (OffsetsCommitted).
+// member's generation-checked commit (OffsetsCommitted). A transaction's
+// offsets carry the same member's id and generation (Config.Member,
+// KIP-447), so both commit paths of a partition are fenced by the group
+// generation as well as the transactional ID's epoch: a zombie whose late
+// fence gave it the newest epoch, but whose member left the group, cannot
+// commit.
 //
 // # Concurrency
 //
