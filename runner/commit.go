@@ -12,10 +12,20 @@ import (
 )
 
 // commitDirect commits the offsets of batches that wrote nothing through
-// the group member, checked against its generation (see batch).
-func (rn *run) commitDirect(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
+// the group member, checked against its generation (see batch). The
+// request is refused here, unsent, when the member's ID is no longer
+// owner, the one the task runs under (run.owners): kgo reads the member
+// and generation just before it sends, and a member that rejoined under
+// a new ID holds a valid generation the coordinator would accept.
+func (rn *run) commitDirect(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, owner string) error {
 	rn.commitMu.Lock()
 	defer rn.commitMu.Unlock()
+	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		if req.MemberID != owner {
+			return fmt.Errorf("the group member rejoined as %s, the task runs under %s: %w", req.MemberID, owner, kerr.UnknownMemberID)
+		}
+		return nil
+	})
 	var cerr error
 	rn.consumer.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {

@@ -113,12 +113,15 @@ type worker struct {
 	// first is the first offset per input topic of what the task
 	// processed and did not commit (for BatchTimeoutError).
 	first map[string]int64
+	// owner is the member ID the task runs under (run.owners).
+	owner string
 }
 
-func (rn *run) startWorker(t *task.Task) *worker {
+func (rn *run) startWorker(t *task.Task, owner string) *worker {
 	w := &worker{
 		rn:     rn,
 		t:      t,
+		owner:  owner,
 		signal: make(chan struct{}, 1),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
@@ -433,7 +436,7 @@ func (w *worker) commit() error {
 			}
 		}()
 	}
-	if err := w.rn.commitDirect(ctx, offsets); err != nil {
+	if err := w.rn.commitDirect(ctx, offsets, w.owner); err != nil {
 		if !stopping && w.stopping() && errors.Is(err, context.Canceled) {
 			// Released while it waited: the next owner reads these
 			// records again (they wrote nothing); a commit of them

@@ -97,7 +97,7 @@ func (rn *run) runRestore(ctx context.Context, n int32, t *task.Task, r *restore
 	}
 	delete(rn.pending, n)
 	rn.tasks[n] = t
-	rn.workers[n] = rn.startWorker(t)
+	rn.workers[n] = rn.startWorker(t, rn.owners[n])
 	rn.publishTasks()
 	if restarting {
 		// Its partitions resume once re-positioned, by the main loop
@@ -186,10 +186,11 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 	// group's committed offsets read after the fence (as a restarted
 	// task: runRestore, applySeeks); the offsets the client fetches
 	// after this callback, maybe before the fence, are not used.
+	member, _ := cl.GroupMetadata()
 	rn.mu.Lock()
 	for _, n := range ns {
 		rn.restarting[n] = true
-		rn.startTask(ctx, n)
+		rn.startTask(ctx, n, member)
 	}
 	// Every assignment ends the rebalance state: Running again when
 	// nothing new was assigned, Restoring while new tasks start.
@@ -205,20 +206,21 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 	rn.poke()
 }
 
-// startTask starts (fences) newly assigned task n on its own goroutine;
-// the caller holds the batch lock. The start is tracked like a restore,
+// startTask starts (fences) task n, newly assigned to the group member
+// owner, on its own goroutine; the caller holds the batch lock. The start is tracked like a restore,
 // so a revocation of the task waits for it and closes the task (release,
 // and the goroutine, which finds the task revoked).
 // A started task becomes pending: the main loop restores it
 // (startRestores), and its restore queues the re-seek of its partitions.
-func (rn *run) startTask(ctx context.Context, n int32) {
+func (rn *run) startTask(ctx context.Context, n int32, owner string) {
+	rn.owners[n] = owner
 	sctx, cancel := context.WithTimeout(ctx, rn.r.cfg.TaskTimeout)
 	r := &restore{cancel: cancel, done: make(chan struct{}), fence: true}
 	rn.restores[n] = r
 	rn.restoreWG.Add(1)
 	go func() {
 		defer rn.restoreWG.Done()
-		t, err := task.Start(sctx, rn.taskConfig(n), rn.r.proc)
+		t, err := task.Start(sctx, rn.taskConfig(n, owner), rn.r.proc)
 		cancel()
 
 		rn.mu.Lock()

@@ -249,9 +249,9 @@ func (rn *run) restartTask(ctx context.Context, n int32) error {
 func (rn *run) refence(ctx, sctx context.Context, cancel context.CancelFunc, n int32, f *failing, r *restore) error {
 	c := &rn.r.cfg
 	var t *task.Task
-	owned, err := rn.stillOwns(sctx, n)
+	owner, owned, err := rn.stillOwns(sctx, n)
 	if err == nil && owned {
-		t, err = task.Start(sctx, rn.taskConfig(n), rn.r.proc)
+		t, err = task.Start(sctx, rn.taskConfig(n, owner), rn.r.proc)
 	}
 	cancel()
 
@@ -292,6 +292,7 @@ func (rn *run) refence(ctx, sctx context.Context, cancel context.CancelFunc, n i
 		return nil
 	}
 	f.queued = false
+	rn.owners[n] = owner
 	rn.pending[n] = t
 	rn.r.ops.started(n)
 	rn.r.ops.restarts.Add(1)
@@ -302,26 +303,26 @@ func (rn *run) refence(ctx, sctx context.Context, cancel context.CancelFunc, n i
 }
 
 // stillOwns reports whether the group, stable, still assigns partition n of
-// every input topic to this member: a member whose session is lost (a
-// zombie woken after its partitions moved) or that is being rebalanced must
-// not fence the task's transactional ID again, which could fence the new
-// owner.
-func (rn *run) stillOwns(ctx context.Context, n int32) (bool, error) {
+// every input topic to this member, and the member's ID: a member whose
+// session is lost (a zombie woken after its partitions moved) or that is
+// being rebalanced must not fence the task's transactional ID again, which
+// could fence the new owner.
+func (rn *run) stillOwns(ctx context.Context, n int32) (string, bool, error) {
 	c := &rn.r.cfg
 	member, _ := rn.consumer.GroupMetadata()
 	gs, err := rn.adm.DescribeGroups(ctx, c.Group())
 	if err != nil {
-		return false, fmt.Errorf("describing group %s: %w", c.Group(), groupACL(err, c.Group()))
+		return "", false, fmt.Errorf("describing group %s: %w", c.Group(), groupACL(err, c.Group()))
 	}
 	g, ok := gs[c.Group()]
 	if !ok {
-		return false, nil
+		return "", false, nil
 	}
 	if g.Err != nil {
-		return false, fmt.Errorf("describing group %s: %w", c.Group(), groupACL(g.Err, c.Group()))
+		return "", false, fmt.Errorf("describing group %s: %w", c.Group(), groupACL(g.Err, c.Group()))
 	}
 	if g.State != "Stable" || member == "" {
-		return false, nil
+		return "", false, nil
 	}
 	for _, m := range g.Members {
 		if m.MemberID != member {
@@ -329,7 +330,7 @@ func (rn *run) stillOwns(ctx context.Context, n int32) (bool, error) {
 		}
 		a, ok := m.Assigned.AsConsumer()
 		if !ok {
-			return false, nil
+			return "", false, nil
 		}
 		held := 0
 		for _, t := range a.Topics {
@@ -337,9 +338,9 @@ func (rn *run) stillOwns(ctx context.Context, n int32) (bool, error) {
 				held++
 			}
 		}
-		return held == len(c.InputTopics), nil
+		return member, held == len(c.InputTopics), nil
 	}
-	return false, nil
+	return "", false, nil
 }
 
 // committedOffsets reads the committed offsets of task n's partitions
@@ -455,9 +456,20 @@ func (rn *run) forgetAll() {
 	rn.fmu.Unlock()
 }
 
-// taskConfig is the task.Config of task n.
-func (rn *run) taskConfig(n int32) task.Config {
+// taskConfig is the task.Config of task n, run under the group member ID
+// owner: its transactions' offsets carry the member's identity while the
+// member has that ID, and none once it rejoined under another (the
+// commit is then refused, and the task re-initialized after the
+// ownership check).
+func (rn *run) taskConfig(n int32, owner string) task.Config {
 	c := &rn.r.cfg
+	member := func() (string, int32) {
+		id, gen := rn.consumer.GroupMetadata()
+		if id != owner {
+			return "", -1
+		}
+		return id, gen
+	}
 	return task.Config{
 		ApplicationID:      c.ApplicationID,
 		Partition:          n,
@@ -468,7 +480,7 @@ func (rn *run) taskConfig(n int32) task.Config {
 		TransactionTimeout: c.TransactionTimeout,
 		KafkaOpts:          rn.base,
 		Logger:             c.Logger,
-		Member:             rn.consumer.GroupMetadata,
+		Member:             member,
 	}
 }
 

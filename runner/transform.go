@@ -76,6 +76,7 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 		wake:        make(chan struct{}, 1),
 		epoch:       time.Now(),
 		restarting:  map[int32]bool{},
+		owners:      map[int32]string{},
 		seeks:       map[int32]map[string]kgo.EpochOffset{},
 		failing:     map[int32]*failing{},
 	}
@@ -181,6 +182,13 @@ type run struct {
 	// fence to position their partitions at, are applied.
 	restarting map[int32]bool
 	seeks      map[int32]map[string]kgo.EpochOffset
+	// owners is the member ID each task was assigned (or, after a
+	// restart, found owned) under. A task commits only while the group
+	// member still has that ID: kgo may rejoin as a new member without
+	// calling OnPartitionsLost (an offset commit answered
+	// UNKNOWN_MEMBER_ID), and the new member's valid generation must not
+	// commit for a task another member may own by now.
+	owners map[int32]string
 
 	// fmu guards failing (tasks that failed with a transient error and
 	// have not committed since) and groupLostAt (when the member last

@@ -226,7 +226,7 @@ func (p *Producer) sendOffsets(ctx context.Context, o *Offsets, added bool) erro
 		if member == "" || gen < 0 {
 			// Never generation -1: the coordinator would take it
 			// unchecked.
-			return fmt.Errorf("%w: group %s has no generation for this member (not joined, or its session was lost): %w", ErrNoMember, o.Group, kerr.UnknownMemberID)
+			return fmt.Errorf("%w: group %s has no generation for the member that owns the task (not joined, its session was lost, or it rejoined under a new member id): %w", ErrNoMember, o.Group, kerr.UnknownMemberID)
 		}
 		req.MemberID, req.Generation = member, gen
 		resp, err := req.RequestWith(ctx, p.cl)
