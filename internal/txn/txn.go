@@ -182,11 +182,12 @@ func (p *Producer) addOffsets(ctx context.Context, group string, id int64, epoch
 // AddOffsetsToTxn (unless added is set: it was sent when the transaction
 // opened) then TxnOffsetCommit, carrying the member ID and generation of
 // the group member that owns the partition (Offsets.Member), read when the
-// request is sent. A generation refused as stale is sent again only when
-// the member has joined a newer generation meanwhile (the group rebalanced
-// between the read and the request, and the member, which still runs the
-// task, holds the partition in it: a revocation stops the task before the
-// member rejoins); any other refusal aborts the transaction.
+// request is sent. A generation refused as stale is sent again once the
+// member, under the same ID, holds a newer one (the group rebalanced
+// between the read and the request; the member, which still runs the task,
+// holds the partition in it, since a revocation stops the task before the
+// member rejoins again); any other refusal, or no newer generation before
+// ctx ends, aborts the transaction.
 func (p *Producer) sendOffsets(ctx context.Context, o *Offsets, added bool) error {
 	id, epoch, err := p.cl.ProducerID(ctx)
 	if err != nil {
@@ -243,10 +244,8 @@ func (p *Producer) sendOffsets(ctx context.Context, o *Offsets, added bool) erro
 				if err == nil {
 					continue
 				}
-				if errors.Is(err, kerr.IllegalGeneration) {
-					if m, g := o.Member(); m == member && g > gen {
-						return errNewerGeneration
-					}
+				if errors.Is(err, kerr.IllegalGeneration) && awaitNewerGeneration(ctx, o.Member, member, gen) {
+					return errNewerGeneration
 				}
 				return fmt.Errorf("TxnOffsetCommit %s/%d (member %s, generation %d): %w", name, rp.Partition, member, gen,
 					authz.Wrap(err, "Read", map[authz.Resource]string{authz.Topic: name, authz.Group: o.Group, authz.TransactionalID: p.id}))
@@ -254,6 +253,31 @@ func (p *Producer) sendOffsets(ctx context.Context, o *Offsets, added bool) erro
 		}
 		return nil
 	})
+}
+
+// awaitNewerGeneration waits until member, whose generation gen was
+// refused, holds a newer generation under the same ID, and reports
+// whether it does before ctx ends or the ID changes. The coordinator
+// moves to the next generation when every member has rejoined, and
+// answers their JoinGroup requests then: a member still running the task
+// (a revocation stops it first) learns the new generation moments later.
+func awaitNewerGeneration(ctx context.Context, identity func() (string, int32), member string, gen int32) bool {
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		m, g := identity()
+		if m != member {
+			return false
+		}
+		if g > gen {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
 }
 
 // errNewerGeneration asks retry to send TxnOffsetCommit again: it was
