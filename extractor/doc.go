@@ -86,7 +86,8 @@
 // left open), restores the token's cursors from its changelog partition,
 // read_committed up to the last stable offset, and only then polls. When a
 // token is revoked its polls are canceled, their open pages aborted (a page
-// that is committing finishes first), and the token is closed. A zombie —
+// that is committing finishes first), a fence in flight completes, and the
+// token is closed. A zombie —
 // an instance whose token was taken over — cannot make a page visible: its
 // transaction is fenced, and Run ends with fencing.ErrFenced.
 //

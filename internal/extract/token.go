@@ -129,9 +129,18 @@ func (tk *token) commit(ctx context.Context, key []byte, recs []*kgo.Record, w *
 func (tk *token) init() error {
 	rn, o := tk.rn, tk.rn.o
 	began := time.Now()
-	p, err := txn.Open(tk.ctx, o.TransactionalID(tk.n), o.TransactionTimeout, rn.changelog, o.ClientOpts()...)
+	// The fence is not cut short by a revocation: a canceled
+	// InitProducerID may still reach the broker, after the next owner's
+	// fence, and fence that owner. Teardown waits for it (initDone).
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(tk.ctx), o.TransactionTimeout)
+	p, err := txn.Open(fctx, o.TransactionalID(tk.n), o.TransactionTimeout, rn.changelog, o.ClientOpts()...)
+	fcancel()
 	if err != nil {
 		return fmt.Errorf("token %d: %w", tk.n, err)
+	}
+	if tk.ctx.Err() != nil {
+		p.Close() // revoked while fencing
+		return nil
 	}
 	st, err := store.Open(tk.ctx, o.StoreDir(tk.n), store.Options{ApplicationID: o.ApplicationID, Logger: o.Logger})
 	if err != nil {
