@@ -60,10 +60,21 @@
 // on from those offsets; partitions added to a config topic while Run runs
 // are read from their start within about 30 seconds.
 //
+// # Catching up
+//
+// A Table follows the log with some lag, and the lag of one process says
+// nothing about another's. Sync is the barrier for a process that must
+// hold at least what another process saw: it lists the last stable
+// offsets of the config topics and waits until the Table reflects every
+// record below them. Package extractor calls it when an ownership token
+// moves, after the fence: the new owner then holds every config its
+// previous owners held, and never mistakes a config it has not read yet
+// for a deleted one.
+//
 // # Concurrency
 //
-// Get, Keys, Range, Len, Stats, Ready, WaitReady and Changed are safe for
-// concurrent use, also while Run is reading. Run must be called once. The
-// entries returned share their decoded config with the Table: treat them as
-// read-only.
+// Get, Keys, Range, Len, Stats, Ready, WaitReady, Sync and Changed are
+// safe for concurrent use, also while Run is reading. Run must be called
+// once. The entries returned share their decoded config with the Table:
+// treat them as read-only.
 package configtopic

@@ -42,6 +42,7 @@ func (t *Table[C]) run(ctx context.Context) error {
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
+	t.cl, t.adm = admCl, adm // read by Sync once Ready is closed
 
 	var errs []error
 	for _, name := range c.topics {
@@ -87,6 +88,9 @@ func (t *Table[C]) run(ctx context.Context) error {
 		kgo.ConsumePartitions(start),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Transaction markers move the Table's position (see Sync)
+		// like records do; they are not configs.
+		kgo.KeepControlRecords(),
 	)...)
 	if err != nil {
 		return fmt.Errorf("configtopic: consumer: %w", err)
@@ -112,8 +116,13 @@ func (t *Table[C]) run(ctx context.Context) error {
 		}
 		var changes []change[C]
 		var rerr error
+		pos := map[partition]int64{}
 		fs.EachRecord(func(r *kgo.Record) {
-			if rerr != nil || r.Attrs.IsControl() {
+			if rerr != nil {
+				return
+			}
+			if r.Attrs.IsControl() {
+				pos[partition{r.Topic, r.Partition}] = r.Offset + 1
 				return
 			}
 			if r.Key == nil {
@@ -122,6 +131,7 @@ func (t *Table[C]) run(ctx context.Context) error {
 			}
 			if r.Value == nil {
 				changes = append(changes, change[C]{key: string(r.Key), del: true})
+				pos[partition{r.Topic, r.Partition}] = r.Offset + 1
 				return
 			}
 			rec := toRecord(r)
@@ -131,10 +141,11 @@ func (t *Table[C]) run(ctx context.Context) error {
 				return
 			}
 			changes = append(changes, change[C]{key: string(r.Key), entry: Entry[C]{Record: *rec, Config: v}})
+			pos[partition{r.Topic, r.Partition}] = r.Offset + 1
 		})
 		// The records before a bad one are applied: the Table keeps
 		// what it had before the bad record.
-		t.apply(changes)
+		t.apply(changes, pos)
 		if rerr != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -150,9 +161,17 @@ type change[C any] struct {
 	del   bool
 }
 
-// apply installs changes in order and signals Changed.
-func (t *Table[C]) apply(changes []change[C]) {
-	if len(changes) == 0 {
+// partition is one partition of a config topic.
+type partition struct {
+	topic     string
+	partition int32
+}
+
+// apply installs changes in order and signals Changed, and moves the
+// positions to pos (the offsets the changes were read up to) in the same
+// step: a position never runs ahead of the entries.
+func (t *Table[C]) apply(changes []change[C], pos map[partition]int64) {
+	if len(changes) == 0 && len(pos) == 0 {
 		return
 	}
 	t.mu.Lock()
@@ -164,8 +183,21 @@ func (t *Table[C]) apply(changes []change[C]) {
 			t.entries[ch.key] = ch.entry
 		}
 	}
-	close(t.changed)
-	t.changed = make(chan struct{})
+	if len(changes) > 0 {
+		close(t.changed)
+		t.changed = make(chan struct{})
+	}
+	moved := false
+	for p, o := range pos {
+		if cur, ok := t.pos[p]; !ok || o > cur {
+			t.pos[p] = o
+			moved = true
+		}
+	}
+	if moved {
+		close(t.moved)
+		t.moved = make(chan struct{})
+	}
 }
 
 func errNoKey(r *kgo.Record) error {
@@ -275,7 +307,12 @@ func (t *Table[C]) bootstrap(ctx context.Context, cl *kgo.Client, parts []partRa
 		}
 		changes = append(changes, change[C]{key: string(rec.Key), entry: Entry[C]{Record: *rec, Config: v}})
 	}
-	t.apply(changes)
+	// The bootstrap read every partition up to its end.
+	pos := make(map[partition]int64, len(parts))
+	for _, p := range parts {
+		pos[partition{p.topic, p.partition}] = max(p.end, p.start)
+	}
+	t.apply(changes, pos)
 	return nil
 }
 

@@ -11,6 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/flechtwerk/flechtwerk"
 )
 
@@ -24,6 +27,16 @@ type Table[C any] struct {
 	mu      sync.RWMutex
 	entries map[string]Entry[C]
 	changed chan struct{}
+	// pos is, per config partition, the offset up to which entries
+	// reflect the log (the next offset to read); moved is closed (and
+	// replaced) when a position advances. Both under mu.
+	pos   map[partition]int64
+	moved chan struct{}
+
+	// cl is the client of Run's reads, set before Ready closes; Sync
+	// lists offsets and reads with it.
+	cl  *kgo.Client
+	adm *kadm.Client
 
 	stats struct {
 		bootstrapRecords, superseded atomic.Int64
@@ -48,6 +61,8 @@ func New[C any](opts ...Opt) (*Table[C], error) {
 		cfg:     c,
 		entries: map[string]Entry[C]{},
 		changed: make(chan struct{}),
+		pos:     map[partition]int64{},
+		moved:   make(chan struct{}),
 		ready:   make(chan struct{}),
 		ran:     make(chan struct{}),
 		done:    make(chan struct{}),

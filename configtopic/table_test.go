@@ -215,3 +215,98 @@ func TestNewValidation(t *testing.T) {
 		})
 	}
 }
+
+// TestTableSync: Sync returns once the Table reflects every record below
+// the last stable offsets it lists when called. A Table whose Enrich of a
+// new record sleeps (a lagging Table) holds Sync until the record is
+// applied; a Table that is caught up returns at once, also when its
+// partitions end with a transaction marker or an aborted transaction;
+// Sync reports Run's end.
+func TestTableSync(t *testing.T) {
+	c := kafkatest.New(t)
+	topic := kafkatest.Name("cfg")
+	c.CreateTopic(t, topic, 2)
+	c.Produce(t, rec(topic, 0, "a", `{"Limit":1}`))
+
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	tbl, err := configtopic.New[tenant](configtopic.SeedBrokers(c.Brokers...), configtopic.Topics(topic),
+		configtopic.Enrich(func(ctx context.Context, r *configtopic.Record, v tenant) (tenant, error) {
+			if string(r.Key) == "slow" {
+				entered <- struct{}{}
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return v, ctx.Err()
+				}
+			}
+			return v, nil
+		}))
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- tbl.Run(runCtx) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, tbl.Sync(ctx), "Sync waits for Ready")
+	_, ok := tbl.Get([]byte("a"))
+	require.True(t, ok)
+
+	// Lagging: the Table read "slow" but has not applied it.
+	c.Produce(t, rec(topic, 1, "slow", `{"Limit":2}`))
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("the Table never read slow")
+	}
+	short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
+	require.ErrorIs(t, tbl.Sync(short), context.DeadlineExceeded, "Sync returned before the Table applied slow")
+	cancelShort()
+	synced := make(chan error, 1)
+	go func() { synced <- tbl.Sync(ctx) }()
+	time.Sleep(100 * time.Millisecond)
+	close(release)
+	require.NoError(t, <-synced)
+	_, ok = tbl.Get([]byte("slow"))
+	require.True(t, ok, "Sync returned before slow was applied")
+
+	// Partitions that end with markers: a committed transaction on
+	// partition 0, an aborted one on partition 1.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.TransactionalID(kafkatest.Name("txn")),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	defer cl.Close()
+	for _, tc := range []struct {
+		p      int32
+		key    string
+		commit bool
+	}{{0, "committed", true}, {1, "aborted", false}} {
+		require.NoError(t, cl.BeginTransaction())
+		require.NoError(t, cl.ProduceSync(ctx, rec(topic, tc.p, tc.key, `{"Limit":3}`)).FirstErr())
+		require.NoError(t, cl.EndTransaction(ctx, kgo.TransactionEndTry(tc.commit)))
+	}
+	// EndTxn returns before the markers are written.
+	kafkatest.WaitFor(t, 30*time.Second, "the markers", func() bool {
+		lso, err := c.Adm.ListCommittedOffsets(ctx, topic)
+		require.NoError(t, err)
+		ends := c.EndOffsets(t, topic)
+		for p, end := range ends {
+			if o, _ := lso.Lookup(topic, p); o.Offset != end {
+				return false
+			}
+		}
+		return true
+	})
+	require.NoError(t, tbl.Sync(ctx))
+	_, ok = tbl.Get([]byte("committed"))
+	require.True(t, ok, "Sync returned before the committed record was applied")
+	_, ok = tbl.Get([]byte("aborted"))
+	require.False(t, ok)
+	quick, cancelQuick := context.WithTimeout(ctx, 10*time.Second)
+	require.NoError(t, tbl.Sync(quick), "a caught-up Table syncs at once")
+	cancelQuick()
+
+	stop()
+	require.NoError(t, <-done)
+	require.Error(t, tbl.Sync(ctx), "Sync after Run ended")
+}

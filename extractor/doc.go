@@ -84,9 +84,14 @@
 // cursors to partition N explicitly. When a token is assigned the instance
 // fences the token's transactional ID (aborting whatever a previous owner
 // left open), restores the token's cursors from its changelog partition,
-// read_committed up to the last stable offset, and only then polls. When a
-// token is revoked its polls are canceled, their open pages aborted (a page
-// that is committing finishes first), and the token is closed. A zombie —
+// read_committed up to the last stable offset, waits until its config
+// table has read the config topics up to the last stable offsets listed
+// after the fence (configtopic.Table.Sync: it then holds every config and
+// tombstone a previous owner saw, so a config its table had not read yet
+// is never taken for a deleted one), and only then polls. When a token is
+// revoked its polls are canceled, their open pages aborted (a page that is
+// committing finishes first), a fence in flight completes, and the token
+// is closed. A zombie —
 // an instance whose token was taken over — cannot make a page visible: its
 // transaction is fenced, and Run ends with fencing.ErrFenced.
 //

@@ -263,8 +263,10 @@ const (
 // Under DeleteCursors the cursor is deleted once the owner of the config's
 // token sees the tombstone (after a running poll of the config ends), or,
 // when the tombstone was written while no instance held the token, when an
-// instance takes the token. A config added again before its owner saw the
-// tombstone keeps its cursor. Extractor only.
+// instance takes the token and its config table has read the config topics
+// up to where they were after its fence (a config that table has not read
+// yet is not taken for deleted). A config added again before its owner saw
+// the tombstone keeps its cursor. Extractor only.
 func TombstonedCursors(p CursorPolicy) Opt {
 	return only(config.Extractor, "TombstonedCursors", func(c *config.Options) {
 		c.KeepCursors, c.BadCursorPolicy = p == KeepCursors, nil

@@ -125,13 +125,23 @@ func (tk *token) commit(ctx context.Context, key []byte, recs []*kgo.Record, w *
 	return nil
 }
 
-// init fences the token's previous owners and restores its cursors.
+// init fences the token's previous owners, restores its cursors and
+// waits until the config table holds every config they saw.
 func (tk *token) init() error {
 	rn, o := tk.rn, tk.rn.o
 	began := time.Now()
-	p, err := txn.Open(tk.ctx, o.TransactionalID(tk.n), o.TransactionTimeout, rn.changelog, o.ClientOpts()...)
+	// The fence is not cut short by a revocation: a canceled
+	// InitProducerID may still reach the broker, after the next owner's
+	// fence, and fence that owner. Teardown waits for it (initDone).
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(tk.ctx), o.TransactionTimeout)
+	p, err := txn.Open(fctx, o.TransactionalID(tk.n), o.TransactionTimeout, rn.changelog, o.ClientOpts()...)
+	fcancel()
 	if err != nil {
 		return fmt.Errorf("token %d: %w", tk.n, err)
+	}
+	if tk.ctx.Err() != nil {
+		p.Close() // revoked while fencing
+		return nil
 	}
 	st, err := store.Open(tk.ctx, o.StoreDir(tk.n), store.Options{ApplicationID: o.ApplicationID, Logger: o.Logger})
 	if err != nil {
@@ -144,6 +154,20 @@ func (tk *token) init() error {
 		st.Close()
 		return fmt.Errorf("token %d: %w", tk.n, err)
 	}
+	// The previous owners read the config topics with read_committed
+	// isolation, so below the last stable offsets, which only grow:
+	// once the table has read up to the offsets listed now, after the
+	// fence, it holds every config (and every tombstone) they saw. Before
+	// that a config they polled may be missing here (this table lags):
+	// its cursor would look stale, and a config they saw deleted may still
+	// be here, without its cursor. Neither is polled or swept before.
+	synced := time.Now()
+	if err := rn.table.Sync(tk.ctx); err != nil {
+		p.Close()
+		st.Close()
+		return fmt.Errorf("token %d: waiting for the config table to catch up: %w", tk.n, err)
+	}
+	tableWait := time.Since(synced)
 	// Cursors of configs tombstoned while another instance (or none)
 	// held the token: deleted by startDue like any tombstoned config's.
 	var stale []string
@@ -180,7 +204,8 @@ func (tk *token) init() error {
 	}
 	rn.mu.Unlock()
 	tk.ready.Store(true)
-	o.Logger.Info("extractor token ready", "token", tk.n, "cursors restored", res.Records, "full restore", res.Full, "reason", res.Reason, "stale cursors", len(stale), "took", time.Since(began))
+	o.Logger.Info("extractor token ready", "token", tk.n, "cursors restored", res.Records, "full restore", res.Full, "reason", res.Reason,
+		"stale cursors", len(stale), "config table wait", tableWait, "took", time.Since(began))
 	return nil
 }
 
