@@ -19,6 +19,16 @@ import (
 	"github.com/flechtwerk/flechtwerk/store"
 )
 
+// ResetMarker is the metadata of a committed input offset that resets an
+// application's state along with its offsets ("flechtwerk reset APP
+// --state" commits its offsets with it): such an offset accounts for no
+// state, so a stateful runner whose changelog is missing starts from empty
+// state there instead of refusing with CHANGELOG_MISSING. A reset made by
+// other means (kadm.Offset.Metadata) can set it too. The runner's own
+// commits carry other metadata, so the mark lasts until the first commit
+// of the partition after the reset.
+const ResetMarker = "flechtwerk:state-reset"
+
 // Topic returns the changelog topic of an application: "{applicationID}-changelog".
 func Topic(applicationID string) string { return applicationID + "-changelog" }
 
