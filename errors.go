@@ -33,9 +33,12 @@ const (
 	// or is not compacted.
 	CodeChangelogMismatch Code = "CHANGELOG_MISMATCH"
 	// CodeChangelogMissing: a stateful transformer's changelog topic does
-	// not exist while its group has committed input offsets, so the state
-	// those offsets account for is gone. Restore the topic, or reset the
-	// application (offsets and state) to reprocess from the start.
+	// not exist while its group has committed input offsets (above 0, not
+	// marked as a state reset), so the state those offsets account for is
+	// gone, also when the inputs' records below them were deleted. Restore
+	// the topic, or reset offsets and state ("flechtwerk reset APP --state",
+	// which marks the offsets with changelog.ResetMarker) to go on from
+	// empty state.
 	CodeChangelogMissing Code = "CHANGELOG_MISSING"
 	// CodeTransactionTimeout: the transaction timeout does not exceed the
 	// time a batch (or an extractor page) may take.

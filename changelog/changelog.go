@@ -19,6 +19,16 @@ import (
 	"github.com/flechtwerk/flechtwerk/store"
 )
 
+// ResetMarker is the metadata of a committed input offset that resets an
+// application's state along with its offsets ("flechtwerk reset APP
+// --state" commits its offsets with it): such an offset accounts for no
+// state, so a stateful runner whose changelog is missing starts from empty
+// state there instead of refusing with CHANGELOG_MISSING. A reset made by
+// other means (kadm.Offset.Metadata) can set it too. The runner's own
+// commits carry other metadata, so the mark lasts until the first commit
+// of the partition after the reset.
+const ResetMarker = "flechtwerk:state-reset"
+
 // Topic returns the changelog topic of an application: "{applicationID}-changelog".
 func Topic(applicationID string) string { return applicationID + "-changelog" }
 
@@ -179,6 +189,34 @@ type Result struct {
 // not its position, such a restore would wait forever. Recover therefore
 // fetches itself and advances over aborted batches and control records.
 func Recover(ctx context.Context, adm *kadm.Client, topic string, partition int32, st *store.Store, opts ...kgo.Opt) (Result, error) {
+	return recoverStore(ctx, adm, topic, partition, st, true, opts...)
+}
+
+// ErrUnstable is returned by RecoverUnfenced when the store's checkpoint
+// lies above the partition's last stable offset but not above its high
+// watermark: the records below the checkpoint are in the log, but a
+// transaction of the writer is still open or its markers are not written
+// yet. The store was not touched; call RecoverUnfenced again later.
+var ErrUnstable = errors.New("changelog: the checkpoint is above the last stable offset (a transaction is not complete yet)")
+
+// RecoverUnfenced is Recover for a reader that did not fence the
+// partition's writer (a standby). The writer may have committed a
+// transaction whose markers are not written yet (EndTxn does not wait for
+// them), so a checkpoint the writer recorded after that commit can lie
+// above the last stable offset for a while. Such a checkpoint is not
+// wiped: when it is not above the high watermark (the records it covers
+// are in the log), RecoverUnfenced returns an error wrapping ErrUnstable
+// and leaves st as it was. A checkpoint above the high watermark is ahead
+// of the log itself and is wiped, as by Recover.
+//
+// The checkpoint RecoverUnfenced records at the last stable offset has the
+// time of the listing, which an open transaction of the writer may
+// predate: the caller moves it back by the writer's transaction timeout.
+func RecoverUnfenced(ctx context.Context, adm *kadm.Client, topic string, partition int32, st *store.Store, opts ...kgo.Opt) (Result, error) {
+	return recoverStore(ctx, adm, topic, partition, st, false, opts...)
+}
+
+func recoverStore(ctx context.Context, adm *kadm.Client, topic string, partition int32, st *store.Store, fenced bool, opts ...kgo.Opt) (Result, error) {
 	listed := time.Now()
 	id, retention, err := describe(ctx, adm, topic)
 	if err != nil {
@@ -194,6 +232,16 @@ func Recover(ctx context.Context, adm *kadm.Client, topic string, partition int3
 	}
 	res := Result{From: start, To: end}
 	cp, ok := st.Checkpoint()
+	if !fenced && ok && cp.TopicID == id && cp.Next > end {
+		hwm, err := listOffset(ctx, adm.ListEndOffsets, topic, partition)
+		if err != nil {
+			return res, fmt.Errorf("changelog: end offset of %s/%d: %w", topic, partition, acl(err, "Describe", topic))
+		}
+		if cp.Next <= hwm {
+			return res, fmt.Errorf("changelog: restoring %s/%d: checkpoint %d, last stable offset %d, high watermark %d: %w",
+				topic, partition, cp.Next, end, hwm, ErrUnstable)
+		}
+	}
 	res.Reason = unusable(cp, ok, id, start, end, retention, listed)
 	if res.Reason == "" {
 		res.From = cp.Next

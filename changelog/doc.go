@@ -23,7 +23,9 @@
 //
 // Restore must run after the task's fence (package fencing): only then can
 // no earlier owner extend the partition, and the last stable offset is
-// final.
+// final. A reader that does not fence (a standby) uses RecoverUnfenced,
+// which does not take a checkpoint above a last stable offset that is not
+// final for a reason to wipe the store.
 //
 // # Concurrency
 //

@@ -83,7 +83,7 @@ var catalog = []Metric{
 	{RestoreRecords, Counter, "records", []string{"partition"}, "Changelog records applied by restores."},
 	{RestoreRemaining, Gauge, "offsets", []string{"partition"}, "Changelog offsets left to read by the restore of a task (0 once restored)."},
 	{RestoreProgress, Gauge, "ratio", []string{"partition"}, "Fraction of the changelog partition's offsets a restore has read (1 once restored)."},
-	{RestoreDuration, Histogram, "seconds", nil, "Time of one task restore."},
+	{RestoreDuration, Histogram, "seconds", nil, "Time of one task restore (buckets up to 30 minutes)."},
 	{ConsumerLag, Gauge, "records", []string{"topic", "partition"}, "Last stable offset minus the group's committed offset, per input partition of a task this instance runs; computed at scrape time (at most once per second, one ListOffsets and one OffsetFetch). Transformer."},
 	{StoreEntries, Gauge, "entries", []string{"partition"}, "Keys in the store of a running task, counted at scrape time (at most once per 30s per store)."},
 	{StoreBytes, Gauge, "bytes", []string{"partition"}, "Disk space of the store of a running task (Pebble DiskSpaceUsage)."},

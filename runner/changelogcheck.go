@@ -11,14 +11,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/changelog"
 )
 
 // requireChangelogOrNewGroup refuses to start a stateful transformer whose
 // changelog is missing while its group has committed input offsets: the
 // state those offsets account for is gone with the topic, and creating an
-// empty changelog would go on counting from empty state, silently. A new
-// application (no committed offsets past the inputs' log start) gets its
-// changelog created by Ensure.
+// empty changelog would go on counting from empty state, silently. That
+// holds however far the inputs' log start moved: records deleted below it
+// still made the state. An application starts with a new changelog only
+// when no committed offset accounts for state: a new group, offsets at 0
+// (nothing processed), or offsets a state reset committed (their metadata
+// is changelog.ResetMarker).
 func requireChangelogOrNewGroup(ctx context.Context, adm *kadm.Client, log *slog.Logger, topic, group string, inputs []string) error {
 	exists, err := topicExists(ctx, adm, topic)
 	if err != nil || exists {
@@ -28,22 +32,16 @@ func requireChangelogOrNewGroup(ctx context.Context, adm *kadm.Client, log *slog
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		return nil // a new group: nothing committed
 	}
+	if err == nil {
+		err = offs.Error()
+	}
 	if err != nil {
 		// A failed fetch is not a "no": refuse rather than risk state loss.
 		return fmt.Errorf("runner: changelog %s is missing and the committed offsets of group %s could not be read: %w", topic, group, err)
 	}
-	// An offset at the log start accounts for nothing (e.g. after a
-	// reset to the earliest offsets): only offsets past it carry state.
-	starts, err := adm.ListStartOffsets(ctx, inputs...)
-	if err != nil {
-		return fmt.Errorf("runner: changelog %s is missing and the start offsets of the inputs could not be read: %w", topic, err)
-	}
 	var committed []string
 	offs.Each(func(o kadm.OffsetResponse) {
-		if o.Err != nil || o.At < 0 || !slices.Contains(inputs, o.Topic) {
-			return
-		}
-		if st, ok := starts.Lookup(o.Topic, o.Partition); ok && st.Err == nil && o.At <= st.Offset {
+		if o.At <= 0 || o.Metadata == changelog.ResetMarker || !slices.Contains(inputs, o.Topic) {
 			return
 		}
 		committed = append(committed, fmt.Sprintf("%s/%d@%d", o.Topic, o.Partition, o.At))
@@ -54,7 +52,8 @@ func requireChangelogOrNewGroup(ctx context.Context, adm *kadm.Client, log *slog
 	slices.Sort(committed)
 	return flechtwerk.Errorf(flechtwerk.CodeChangelogMissing, "topic "+topic,
 		"the changelog does not exist, but group %s has committed input offsets (%s): the state they account for is gone; "+
-			"restore the changelog topic, or reset the application to reprocess from the start (flechtwerk reset %s --state)",
+			"restore the changelog topic, or, to go on from empty state, stop every instance and reset offsets and state "+
+			"(flechtwerk reset %s --state, with --to earliest, latest or a time; it marks the offsets as a state reset)",
 		group, committed[0]+moreSuffix(len(committed)-1), group)
 }
 

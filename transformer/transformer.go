@@ -66,7 +66,10 @@ func (e *Emitter[S]) SetState(s S) {
 	e.state = s
 }
 
-// DeleteState removes the state of the record's state key.
+// DeleteState removes the state of the record's state key. It writes a
+// tombstone to the changelog only when the key has state to remove: a
+// key without state (none committed, none written earlier in the open
+// transaction or the batch) gets no changelog write.
 func (e *Emitter[S]) DeleteState() {
 	e.op = stage.Delete
 	var zero S

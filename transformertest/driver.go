@@ -58,7 +58,8 @@ type Batch struct {
 	// the key's first record, then in emit order.
 	Outputs []transformer.Output
 	// Changelog holds the state writes, deduplicated to the last write
-	// per key, in the order of Outputs.
+	// per key, in the order of Outputs. A key that had no state before the
+	// batch and has none after it (deleted) gets no write.
 	Changelog []Write
 	// Offsets are the committed offsets (the next offset to consume) of
 	// the batch's topics and partitions.

@@ -138,27 +138,32 @@ func TestChangelogDedupedToLastWritePerKey(t *testing.T) {
 	ctx := context.Background()
 	d := newDriver(t, journal())
 
-	b, err := d.Process(ctx,
+	b, err := d.Process(ctx, in("t", 0, "d", "1"))
+	require.NoError(t, err)
+	require.Len(t, b.Changelog, 1)
+
+	b, err = d.Process(ctx,
 		in("t", 0, "a", "1"), in("t", 0, "a", "2"), in("t", 0, "b", "1"), in("t", 0, "b", "del"),
-		in("t", 0, "c", "keep"), in("t", 1, "a", "x"))
+		in("t", 0, "c", "keep"), in("t", 0, "d", "del"), in("t", 0, "e", "del"), in("t", 1, "a", "x"))
 	require.NoError(t, err)
 	require.Equal(t, []transformertest.Write{
-		{Partition: 0, Key: []byte("a"), Value: []byte(`"t:0:1,t:1:2"`)},
-		{Partition: 0, Key: []byte("b"), Delete: true},
+		{Partition: 0, Key: []byte("a"), Value: []byte(`"t:1:1,t:2:2"`)},
+		{Partition: 0, Key: []byte("d"), Delete: true},
 		{Partition: 1, Key: []byte("a"), Value: []byte(`"t:0:x"`)},
-	}, b.Changelog, "one write per key: the last; a delete is a tombstone; no write for a key left alone")
-	_, ok := d.RawState(0, []byte("b"))
-	require.False(t, ok)
-	_, ok = d.RawState(0, []byte("c"))
-	require.False(t, ok)
+	}, b.Changelog, "one write per key: the last; a delete of state is a tombstone; "+
+		"no write for a key left alone, nor for one without state before the batch and after it (b, e)")
+	for _, k := range []string{"b", "c", "d", "e"} {
+		_, ok := d.RawState(0, []byte(k))
+		require.False(t, ok, k)
+	}
 
 	// Delete then put in one batch: the put wins, from an empty state.
 	b, err = d.Process(ctx, in("t", 0, "a", "del"), in("t", 0, "a", "3"))
 	require.NoError(t, err)
-	require.Equal(t, []transformertest.Write{{Partition: 0, Key: []byte("a"), Value: []byte(`"t:6:3"`)}}, b.Changelog)
-	require.Equal(t, "t:6:3", state[string](t, d, 0, "a"))
+	require.Equal(t, []transformertest.Write{{Partition: 0, Key: []byte("a"), Value: []byte(`"t:9:3"`)}}, b.Changelog)
+	require.Equal(t, "t:9:3", state[string](t, d, 0, "a"))
 
-	require.Len(t, d.Changelog(), 4)
+	require.Len(t, d.Changelog(), 5)
 }
 
 func TestFailedBatchChangesNothing(t *testing.T) {

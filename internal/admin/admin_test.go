@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/internal/admin"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 )
@@ -300,4 +302,68 @@ func TestStateGetThenResetStateDeletesChangelog(t *testing.T) {
 	r = cli(t, c, "", "state", "get", id, "k0")
 	require.Equal(t, admin.ExitError, r.code)
 	require.Contains(t, r.stderr, "changelog topic "+id+"-changelog does not exist")
+}
+
+// TestResetStateAfterExpiredInputAndLostChangelog: an application whose
+// input records were all deleted (retention) and whose changelog was
+// deleted too refuses to start with CHANGELOG_MISSING (its committed
+// offsets account for state that is gone and cannot be rebuilt) instead of
+// counting on from empty state. reset --state, which finds no changelog
+// to delete, marks the offsets it commits as a state reset: then the
+// application starts, from empty state.
+func TestResetStateAfterExpiredInputAndLostChangelog(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, id := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
+	c.CreateTopic(t, in, 1)
+	c.CreateTopic(t, out, 1)
+	produceKeyed(t, c, in, counts(6, 1)...)
+	a := startApp(t, c, id, in, out)
+	waitLag0(t, c, id, in, a)
+	a.stop(t)
+	waitMembers(t, c, id, 0)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	resp, err := c.Adm.DeleteTopic(ctx, id+"-changelog")
+	require.NoError(t, err)
+	require.NoError(t, resp.Err)
+	expire := kadm.Offsets{}
+	expire.Add(kadm.Offset{Topic: in, Partition: 0, At: 6})
+	deleted, err := c.Adm.DeleteRecords(ctx, expire)
+	require.NoError(t, err)
+	require.NoError(t, deleted.Error())
+	kafkatest.WaitFor(t, 30*time.Second, "changelog deleted", func() bool {
+		td, err := c.Adm.ListTopics(ctx, id+"-changelog")
+		require.NoError(t, err)
+		d, exists := td[id+"-changelog"]
+		return !exists || d.Err != nil
+	})
+
+	a = startApp(t, c, id, in, out)
+	select {
+	case <-a.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the runner started although its state is gone")
+	}
+	require.ErrorIs(t, a.err, flechtwerk.ErrChangelogMissing)
+	require.Contains(t, a.err.Error(), "flechtwerk reset "+id+" --state")
+	waitMembers(t, c, id, 0)
+
+	r := cli(t, c, "", "reset", id, "--state", "--yes")
+	require.Equal(t, admin.ExitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "State is reset")
+	require.Contains(t, r.stdout, "changelog topic "+id+"-changelog does not exist")
+	offs, err := c.Adm.FetchOffsets(ctx, id)
+	require.NoError(t, err)
+	o, ok := offs.Lookup(in, 0)
+	require.True(t, ok)
+	require.Equal(t, int64(6), o.At)
+	require.Equal(t, changelog.ResetMarker, o.Metadata)
+
+	a = startApp(t, c, id, in, out)
+	produceKeyed(t, c, in, [2]string{"k0", "x"})
+	waitLag0(t, c, id, in, a)
+	a.stop(t)
+	recs := readAll(t, c, out)
+	require.Equal(t, "1", string(recs[len(recs)-1].Value), "counting from empty state")
 }

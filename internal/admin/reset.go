@@ -22,8 +22,12 @@ type ResetPlan struct {
 	App     string        `json:"app"`
 	To      string        `json:"to"`
 	Offsets []ResetOffset `json:"offsets"`
+	// State is set with --state: the offsets are committed marked as a
+	// state reset (changelog.ResetMarker), so that the application starts
+	// from empty state although its changelog is gone.
+	State bool `json:"state,omitempty"`
 	// DeleteChangelog is the changelog topic to delete (--state), empty
-	// when none is deleted.
+	// when none is deleted (none, or it is missing already).
 	DeleteChangelog string `json:"delete_changelog,omitempty"`
 	// OpenTransactions are transactions of {APP}-{N} still in flight: a
 	// zombie that commits one would move offsets after the reset.
@@ -193,7 +197,7 @@ func PlanReset(ctx context.Context, adm *kadm.Client, app, to string, at *time.T
 			return nil, err
 		}
 	}
-	plan := &ResetPlan{App: app, To: to}
+	plan := &ResetPlan{App: app, To: to, State: state}
 	targets.Each(func(o kadm.ListedOffset) {
 		if o.Partition < 0 {
 			return
@@ -245,9 +249,9 @@ func PlanReset(ctx context.Context, adm *kadm.Client, app, to string, at *time.T
 	return plan, nil
 }
 
-// ApplyReset commits plan's offsets to the group and deletes the changelog
-// it names. The broker rejects the commit if a member joined since the
-// plan was made.
+// ApplyReset commits plan's offsets to the group (marked as a state reset
+// when plan.State is set) and deletes the changelog it names. The broker
+// rejects the commit if a member joined since the plan was made.
 func ApplyReset(ctx context.Context, adm *kadm.Client, plan *ResetPlan) error {
 	g, err := describeGroup(ctx, adm, plan.App)
 	if err != nil {
@@ -256,9 +260,13 @@ func ApplyReset(ctx context.Context, adm *kadm.Client, plan *ResetPlan) error {
 	if len(g.Members) > 0 {
 		return activeMembers(plan.App, g)
 	}
+	meta := ""
+	if plan.State {
+		meta = changelog.ResetMarker
+	}
 	os := kadm.Offsets{}
 	for _, o := range plan.Offsets {
-		os.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: o.New, LeaderEpoch: -1})
+		os.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: o.New, LeaderEpoch: -1, Metadata: meta})
 	}
 	if err := adm.CommitAllOffsets(ctx, plan.App, os); err != nil {
 		hint := ""
@@ -292,9 +300,12 @@ func printPlan(w io.Writer, p *ResetPlan) {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\n", o.Topic, o.Partition, c, o.New)
 	}
 	tw.Flush()
-	if p.DeleteChangelog != "" {
+	switch {
+	case p.DeleteChangelog != "":
 		fmt.Fprintf(w, "Delete changelog topic %s: all state of %s is lost (the next start recreates it empty).\n", p.DeleteChangelog, p.App)
-	} else {
+	case p.State:
+		fmt.Fprintf(w, "State is reset: the next start of %s creates an empty changelog.\n", p.App)
+	default:
 		fmt.Fprintf(w, "State is kept (use --state to delete the changelog).\n")
 	}
 	if len(p.OpenTransactions) > 0 {

@@ -47,6 +47,9 @@ type Result struct {
 	// record, then in emit order.
 	Outputs []*kgo.Record
 	// Writes hold the last state write per key, in the order of Outputs.
+	// A key that had no state when the batch began (Params.State found
+	// none) and has none at its end gets no write: deleting absent state
+	// writes no tombstone.
 	Writes []store.Write
 	// Offsets are the next offsets to consume per input topic (control
 	// records included).
@@ -265,6 +268,7 @@ func runBucket(ctx context.Context, p Params, bk *bucket, stateful bool) {
 			return
 		}
 	}
+	existed := found
 	pol := p.Policy
 	for i, r := range bk.recs {
 		res, err := process(ctx, p.Transformer, bk.in[i], cur, found)
@@ -305,11 +309,15 @@ func runBucket(ctx context.Context, p Params, bk *bucket, stateful bool) {
 			cur, found = res.State, true
 			bk.op, bk.state = stage.Put, res.State
 		case stage.Delete:
-			// A delete of a key that never existed before this batch
-			// still writes a tombstone: cheap, and always correct.
 			cur, found = nil, false
 			bk.op, bk.state = stage.Delete, nil
 		}
+	}
+	if bk.op == stage.Delete && !existed {
+		// The key had no state when the bucket began (neither committed
+		// nor written earlier in the open transaction): deleting it
+		// changes nothing, and the changelog gets no tombstone.
+		bk.op = stage.Keep
 	}
 }
 

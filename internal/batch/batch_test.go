@@ -203,3 +203,37 @@ func TestRunBucketsShareTheSlotsAndGiveThemBack(t *testing.T) {
 	require.ErrorContains(t, err, "task 2: a transform ended its goroutine without returning")
 	require.Zero(t, len(sem), "the exited bucket's slot is given back")
 }
+
+// TestRunDeleteOfAbsentStateWritesNothing: a delete leaves a tombstone
+// only for a key that had state when the batch began (Params.State: the
+// committed state, or the open transaction's); a key that had none and
+// has none at the end gets no write, also after a put within the batch.
+func TestRunDeleteOfAbsentStateWritesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		state  map[string]string
+		values []string // of key "k", in order
+		want   []store.Write
+	}{
+		{name: "absent, deleted", values: []string{"del"}},
+		{name: "absent, deleted twice", values: []string{"del", "del"}},
+		{name: "absent, put then deleted", values: []string{"v", "del"}},
+		{name: "present, deleted", state: map[string]string{"k": "old;"}, values: []string{"del"},
+			want: []store.Write{{Key: []byte("k"), Delete: true}}},
+		{name: "present, deleted then put", state: map[string]string{"k": "old;"}, values: []string{"del", "v"},
+			want: []store.Write{{Key: []byte("k"), Value: []byte("a:1;")}}},
+		{name: "absent, deleted then put", values: []string{"del", "v"},
+			want: []store.Write{{Key: []byte("k"), Value: []byte("a:1;")}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := params(t, tc.state)
+			var recs []*kgo.Record
+			for i, v := range tc.values {
+				recs = append(recs, rec("a", int64(i), "k", v))
+			}
+			res, err := batch.Run(context.Background(), p, recs)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, res.Writes)
+		})
+	}
+}

@@ -3,7 +3,8 @@
 // control records advance the offsets only; bucket the records by state key
 // in order of first appearance; run the buckets concurrently (bounded by a
 // semaphore) and the records of one bucket serially, each seeing the state
-// the previous one left; keep the last state write per key. Panics of user
+// the previous one left; keep the last state write per key (none for a key
+// that had no state and was deleted: no tombstone). Panics of user
 // code are recovered into the record's error.
 //
 // It is called by package task (state read from the task's store) and by

@@ -85,6 +85,12 @@ type StandbySource interface {
 	StandbyLag(ctx context.Context) (map[int32]int64, error)
 }
 
+// restoreBuckets are the bounds of the restore time histogram, in
+// seconds: a restore can take many minutes, and the alert on restore time
+// (docs/alerts.yml, 300 s) needs buckets beyond its threshold, with the
+// threshold a bound.
+var restoreBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800}
+
 // New registers the catalog on reg with the constant label
 // application_id=app. reg nil returns a nil Recorder.
 func New(reg prometheus.Registerer, app string) (*Recorder, error) {
@@ -138,7 +144,7 @@ func New(reg prometheus.Registerer, app string) (*Recorder, error) {
 	r.tasks = gauge(pub.Tasks)
 	r.restoreRecords = counter(pub.RestoreRecords)
 	r.restoreRemaining, r.restoreProgress = gauge(pub.RestoreRemaining), gauge(pub.RestoreProgress)
-	r.restoreTime = hist(pub.RestoreDuration, secs)
+	r.restoreTime = hist(pub.RestoreDuration, restoreBuckets)
 	r.polls, r.pollErrors, r.pages = counter(pub.ExtractorPolls), counter(pub.ExtractorPollErrors), counter(pub.ExtractorPages)
 	r.pollTime = hist(pub.ExtractorPollTime, secs)
 	r.lagDesc, r.entriesDesc, r.bytesDesc = desc(pub.ConsumerLag), desc(pub.StoreEntries), desc(pub.StoreBytes)

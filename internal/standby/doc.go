@@ -5,8 +5,8 @@
 // A standby is a restore that never ends. For each standby task the
 // Manager takes the task's store in the state directory (under its lock,
 // like any opener), brings it up to the changelog's last stable offset
-// with changelog.Recover (warm from the store's checkpoint when it is
-// usable, else wiped and restored in full: the rules of a task restore),
+// with changelog.RecoverUnfenced (warm from the store's checkpoint when it
+// is usable, else wiped and restored in full: the rules of a task restore),
 // and then keeps applying the committed changelog records of the
 // partition as the active owner commits them, each fetch's writes and the
 // checkpoint after them in one Pebble batch (store.ApplyRestored, synced at
@@ -20,6 +20,15 @@
 // and transaction markers only move the checkpoint past them. A standby
 // writes nothing to Kafka: it has no producer, no transaction and commits
 // no offsets.
+//
+// A standby does not fence the task's owner, so the last stable offset it
+// lists is not final. A store this instance owned until just now carries
+// the checkpoint of the owner's last commit, whose markers may not be
+// written yet: its checkpoint lies above the last stable offset. Such a
+// store is not wiped; the restore lists again (backing off up to a second)
+// until the last stable offset reaches the checkpoint, then replays warm.
+// Only a checkpoint above the high watermark (ahead of the log itself) is
+// wiped.
 //
 // A standby whose position falls out of the partition's range (records
 // deleted below it), whose changelog topic got another ID or whose

@@ -288,7 +288,7 @@ func (m *Manager) restore(ctx context.Context, r *replica, wipe bool) error {
 	if c.RestoreContext != nil {
 		rctx = c.RestoreContext(ctx, r.n)
 	}
-	res, err := changelog.Recover(rctx, c.Admin, c.Changelog, r.n, st, c.KafkaOpts...)
+	res, err := m.recover(rctx, r.n, st)
 	if err != nil {
 		return fmt.Errorf("standby: restoring %s partition %d: %w", c.Changelog, r.n, err)
 	}
@@ -317,6 +317,32 @@ func (m *Manager) restore(ctx context.Context, r *replica, wipe bool) error {
 	r.cpTime, r.retention = cp.Time, retention
 	m.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{c.Changelog: {r.n: kgo.NewOffset().At(cp.Next)}})
 	return nil
+}
+
+// recover brings st up to the last stable offset of partition n. A
+// checkpoint above the last stable offset (changelog.ErrUnstable: the
+// previous owner's last transaction, often this instance's own, is not
+// complete yet) is tried again until the transaction completes, or ctx
+// ends; it is not wiped.
+func (m *Manager) recover(ctx context.Context, n int32, st *store.Store) (changelog.Result, error) {
+	c := &m.cfg
+	backoff := 20 * time.Millisecond
+	for logged := false; ; {
+		res, err := changelog.RecoverUnfenced(ctx, c.Admin, c.Changelog, n, st, c.KafkaOpts...)
+		if !errors.Is(err, changelog.ErrUnstable) {
+			return res, err
+		}
+		if !logged {
+			logged = true
+			c.Logger.Info("standby waiting for the last stable offset to reach its checkpoint", "partition", n, "changelog", c.Changelog, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
 }
 
 // tail applies what the client fetches until Close.

@@ -308,6 +308,71 @@ func TestStandbyCheckpointAge(t *testing.T) {
 	}
 }
 
+// TestStandbyWaitsForMarkers: the store of a task this instance just gave
+// up reopens as a standby while the old owner's last transaction is not
+// stable yet (its records are in the log, its markers are not: the last
+// stable offset lies below the store's checkpoint). The standby waits for
+// the markers and restores warm from the checkpoint: what the store holds
+// is kept, nothing is wiped. Here the transaction is still open when the
+// standby starts and commits a second later. A checkpoint above the high
+// watermark (ahead of the log itself) is still wiped.
+func TestStandbyWaitsForMarkers(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ahead int64 // the checkpoint's distance above the high watermark
+		want  map[string]string
+	}{
+		{name: "markers pending", want: map[string]string{"a": "1", "b": "2", "warm": "kept"}},
+		{name: "ahead of the log", ahead: 5, want: map[string]string{"a": "1", "b": "2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			c := kafkatest.New(t)
+			app := kafkatest.Name("markers")
+			topic := changelog.Topic(app)
+			c.CreateTopic(t, topic, 1)
+			o := newOwner(t, c, app)
+			o.txn(t, true, "a", "1")
+			require.NoError(t, o.cl.BeginTransaction())
+			o.produce(t, "b", "2")
+			end := c.EndOffsets(t, topic)[0]
+
+			// The old owner's store: the transaction's write applied,
+			// checkpoint after its record, and a key the changelog does
+			// not have, which only a wipe removes.
+			dir := t.TempDir()
+			id, _, err := changelog.Describe(ctx, c.Adm, topic)
+			require.NoError(t, err)
+			st, err := store.Open(ctx, store.Dir(dir, app, 0), store.Options{ApplicationID: app})
+			require.NoError(t, err)
+			require.NoError(t, st.ApplyCheckpoint([]store.Write{
+				{Key: []byte("a"), Value: []byte("1")},
+				{Key: []byte("b"), Value: []byte("2")},
+				{Key: []byte("warm"), Value: []byte("kept")},
+			}, store.Checkpoint{TopicID: id, Next: end + tc.ahead, Time: time.Now()}))
+			require.NoError(t, st.Close())
+
+			var logs syncBuffer
+			errs := make(chan error, 1)
+			m, err := New(Config{
+				ApplicationID: app, Changelog: topic, StateDir: dir,
+				Admin: c.Adm, KafkaOpts: []kgo.Opt{kgo.SeedBrokers(c.Brokers...)},
+				TransactionTimeout: time.Minute,
+				OnError:            func(err error) { errs <- err },
+				Logger:             slog.New(slog.NewTextHandler(&logs, nil)),
+			})
+			require.NoError(t, err)
+			defer m.Close()
+			require.NoError(t, m.Set([]int32{0}))
+			time.Sleep(time.Second)
+			require.NoError(t, o.cl.EndTransaction(ctx, kgo.TryCommit))
+			waitCaughtUp(t, c, m, errs, topic)
+			require.Equal(t, tc.want, m.view(t, 0), logs.String())
+			require.Equal(t, tc.ahead > 0, strings.Contains(logs.String(), "full=true"), logs.String())
+		})
+	}
+}
+
 type syncBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder
