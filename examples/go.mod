@@ -1,6 +1,6 @@
 module github.com/flechtwerk/flechtwerk/examples
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/flechtwerk/flechtwerk v0.0.0-00010101000000-000000000000
