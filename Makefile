@@ -1,6 +1,7 @@
-# make test   - everything: vet, the suite on the embedded broker (race
-#               detector), then the suite against real Apache Kafka 4.x
-#               (transaction versions 2 and 1) fetched from Maven Central,
+# make test   - everything: every module tidy (check-mod), vet, the suite
+#               on the embedded broker (race detector), then the suite
+#               against real Apache Kafka 4.x (transaction versions 2
+#               and 1) fetched from Maven Central,
 #               then the cluster chaos pass on three brokers (test-cluster)
 #               and the security tests (test-secure).
 # make test-cluster - only the cluster chaos pass: a 3-broker KRaft cluster,
@@ -22,15 +23,32 @@
 #               (bench/recovery.sh): warm and cold restart after SIGKILL,
 #               failover with and without a standby, the pause of unmoved
 #               tasks when an instance joins or leaves.
+#
+# The repository holds five modules, tied together by go.work: the library
+# (the root) and bench, examples, integration and internal/pgtest, which
+# keep their dependencies (toxiproxy, pgx, ...) out of the library's
+# go.mod. `go test ./...` at the root covers the library only; the targets
+# below pass every module's packages (scripts/packages.sh) to one go
+# command.
 GO ?= go
 
-.PHONY: test test-embedded test-kafka test-cluster test-secure run bench bench-recovery chaos-long chaos-long-cluster
+.PHONY: test test-embedded test-kafka test-cluster test-secure run bench bench-recovery chaos-long chaos-long-cluster check-mod
 
-test: test-embedded test-kafka test-cluster test-secure test-postgres fuzz
+test: check-mod test-embedded test-kafka test-cluster test-secure test-postgres fuzz
+
+# Every module's go.mod and go.sum are tidy, so the library's go.mod lists
+# only what the library's packages import.
+check-mod:
+	pkgs=$$(GO=$(GO) bash scripts/packages.sh) && \
+	for p in $$pkgs; do \
+		m=$${p%/...}; \
+		(cd "$$m" && GOWORK=off $(GO) mod tidy -diff) || { echo "check-mod: go mod tidy in $$m" >&2; exit 1; }; \
+	done
 
 test-embedded:
-	$(GO) vet ./...
-	$(GO) test -race -count=1 ./...
+	pkgs=$$(GO=$(GO) bash scripts/packages.sh) && \
+	$(GO) vet $$pkgs && \
+	$(GO) test -race -count=1 $$pkgs
 
 test-kafka:
 	bash integration/kafka/test-kafka.sh

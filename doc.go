@@ -19,8 +19,10 @@
 // users call.
 //
 // A transformer: Run joins the consumer group {application id} over the
-// input topics with range assignment (internal/group), so one member holds
-// partition N of every input; that is task N (package task).
+// input topics with the project's cooperative, sticky, co-partitioning
+// balancer (internal/group), so one member holds partition N of every
+// input; that is task N (package task). A rebalance moves only the tasks
+// that must move.
 //
 //  1. On assignment, task.Start opens the task's producer with the static
 //     transactional ID {application id}-{N} (internal/txn over package

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the eosbench command (see bench/doc.go) twice: against a single-node
+# Runs the eosbench command (docs/performance.md) twice: against a single-node
 # Apache Kafka 4.x broker that this script starts (and stops on exit, also
 # after a failure), then against the embedded broker (kfake) in-process.
 #

@@ -26,7 +26,7 @@ import (
 	"github.com/flechtwerk/flechtwerk/runner"
 )
 
-// grant is one ACL of the minimal set a runner needs (README, "ACLs").
+// grant is one ACL of the minimal set a runner needs (docs/acls.md).
 type grant struct {
 	name string
 	acl  func(principal, app string, in, out []string) *kadm.ACLBuilder

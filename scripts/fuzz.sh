@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every fuzz target of the module (func FuzzXxx in a *_test.go file)
+# Runs every fuzz target of the repository's modules (func FuzzXxx in a
+# *_test.go file; go.work puts the nested modules in reach of the root)
 # for a bounded time each: FUZZTIME (default 10s, any -fuzztime value),
 # FUZZPARALLEL workers (default 2). The seed corpora are committed under
 # each package's testdata/fuzz/FuzzXxx; a failing input the fuzzer finds

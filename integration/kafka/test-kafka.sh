@@ -19,6 +19,8 @@ GO="${GO:-go}"
 KAFKA="$SCRIPT_DIR/kafka.sh"
 VERSIONS="${KAFKA_TEST_VERSIONS:-2 1}"
 GOTEST_FLAGS="${GOTEST_FLAGS:--race}"
+# Every module's packages: the library's ./... and the test modules'.
+PACKAGES="$(GO="$GO" bash "$ROOT/scripts/packages.sh")"
 
 bash "$KAFKA" fetch
 KAFKA_VERSION="$(bash "$KAFKA" version)"
@@ -47,7 +49,7 @@ for tv in $VERSIONS; do
   # -v so the log shows every test that ran against this broker; the full
   # output is kept and printed on failure.
   # shellcheck disable=SC2086
-  if KAFKA_BROKERS="$brokers" CHAOS_RECORDS="$chaos" CHAOS_STANDBY="$standby" "$GO" test $GOTEST_FLAGS -count=1 -v -timeout 20m ./... >"$log" 2>&1; then
+  if KAFKA_BROKERS="$brokers" CHAOS_RECORDS="$chaos" CHAOS_STANDBY="$standby" "$GO" test $GOTEST_FLAGS -count=1 -v -timeout 20m $PACKAGES >"$log" 2>&1; then
     grep -E '^(--- |ok |FAIL|PASS$|chaos:|\s+[a-z_]+\.go:[0-9]+: broker: )' "$log" | grep -v ': broker: kfake' || true
     echo "==> transaction.version=$tv: all tests passed against Apache Kafka $KAFKA_VERSION"
   else

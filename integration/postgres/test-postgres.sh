@@ -6,7 +6,8 @@
 #
 # Environment:
 #   GO                  go binary (default: go)
-#   PG_TEST_PACKAGES    packages to test (default: ./...)
+#   PG_TEST_PACKAGES    packages to test (default: every module's packages,
+#                       scripts/packages.sh)
 #   GOTEST_FLAGS        extra go test flags (default: -race)
 set -euo pipefail
 
@@ -14,8 +15,9 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$SCRIPT_DIR/../.." && pwd)"
 GO="${GO:-go}"
 PG="$SCRIPT_DIR/postgres.sh"
-PACKAGES="${PG_TEST_PACKAGES:-./...}"
 GOTEST_FLAGS="${GOTEST_FLAGS:--race}"
+PACKAGES="${PG_TEST_PACKAGES:-}"
+[[ -n "$PACKAGES" ]] || PACKAGES="$(GO="$GO" bash "$ROOT/scripts/packages.sh")"
 
 dir="$(mktemp -d -t flechtwerk-pg-XXXXXX)"
 cleanup() {

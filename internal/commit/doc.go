@@ -1,9 +1,9 @@
 // Package commit tracks which fetched Kafka records have been durably
 // written by a sink outside Kafka (a database, an HTTP API), and decides
 // which offset of each partition may be committed to the consumer group.
-// It is the commit tracker of the at-least-once delivery mode (DESIGN.md
-// §6): a crash re-delivers what was not yet committed, and nothing is
-// committed before it is written.
+// It is the commit tracker of the at-least-once delivery mode (see "Sinks
+// outside Kafka" in docs/concepts.md): a crash re-delivers what was not yet
+// committed, and nothing is committed before it is written.
 //
 // # The record life cycle
 //

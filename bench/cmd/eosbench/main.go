@@ -212,7 +212,7 @@ func run(ctx context.Context, c config) error {
 		// A broker that only drained so far is not warm at a paced load:
 		// on a fresh broker the first latency row at 88k records/s took
 		// the broker 1.13 cores and had a p99 of 264ms, the same row in
-		// the next run on that broker 0.93 cores and 150ms (bench/doc.go).
+		// the next run on that broker 0.93 cores and 150ms.
 		wc := c
 		wc.latencyDur = c.brokerWarm
 		p := runnerProc(warmupLabel, nil)
