@@ -34,7 +34,13 @@ GO ?= go
 
 .PHONY: test test-embedded test-kafka test-cluster test-secure run bench bench-recovery chaos-long chaos-long-cluster check-mod
 
-test: check-mod test-embedded test-kafka test-cluster test-secure test-postgres fuzz
+test: check-mod test-embedded test-alerts test-kafka test-cluster test-secure test-postgres fuzz
+
+# The alert rules checked and unit-tested by promtool (installed from
+# Debian's packages when missing).
+.PHONY: test-alerts
+test-alerts:
+	GO=$(GO) bash scripts/promtool.sh
 
 # Every module's go.mod and go.sum are tidy, so the library's go.mod lists
 # only what the library's packages import.
