@@ -12,6 +12,9 @@
 # make test-secure - the TestSecure* tests against a Kafka broker with TLS,
 #               SASL/SCRAM-SHA-512 and the StandardAuthorizer
 #               (integration/kafka/secure.sh).
+# make test-secrets - interoperability of package secrets with the Python
+#               flechtctl and flechtwerk[secrets] 0.17.0 from PyPI in a
+#               Python 3.13 venv (integration/secrets/interop.sh).
 # make run    - the word-count example on an embedded broker.
 # make bench  - the throughput/latency benchmark (bench/run.sh): plain loop,
 #               GroupTransactSession loop, the runner and Kafka Streams
@@ -24,9 +27,9 @@
 #               tasks when an instance joins or leaves.
 GO ?= go
 
-.PHONY: test test-embedded test-kafka test-cluster test-secure run bench bench-recovery chaos-long chaos-long-cluster
+.PHONY: test test-embedded test-kafka test-cluster test-secure test-secrets run bench bench-recovery chaos-long chaos-long-cluster
 
-test: test-embedded test-kafka test-cluster test-secure test-postgres fuzz
+test: test-embedded test-kafka test-cluster test-secure test-postgres test-secrets fuzz
 
 test-embedded:
 	$(GO) vet ./...
@@ -45,6 +48,9 @@ fuzz:
 
 test-secure:
 	GO=$(GO) bash integration/kafka/secure.sh test -race -count=1 -v -timeout 15m -run 'TestSecure' ./integration/
+
+test-secrets:
+	GO=$(GO) bash integration/secrets/interop.sh
 
 run:
 	$(GO) run ./examples/wordcount
