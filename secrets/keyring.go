@@ -141,7 +141,9 @@ func build(s spec) (*Keyring, error) {
 	}
 	if _, ok := s.oct[s.primary]; !ok {
 		if _, ok := s.recipients[s.primary]; !ok {
-			return nil, keyringErr("primary %q is not among the keys %q", s.primary, append(sortedKeys(s.oct), sortedKeys(s.recipients)...))
+			// The value is not echoed: it is no kid of the keyring, and a
+			// pasted key must not reach a log.
+			return nil, keyringErr("primary is not among the sealing keys %q", append(sortedKeys(s.oct), sortedKeys(s.recipients)...))
 		}
 	}
 	for _, kid := range sortedKeys(s.scopes) {
@@ -166,7 +168,7 @@ func build(s spec) (*Keyring, error) {
 		_, isOct := s.oct[kid]
 		_, isRecipient := s.recipients[kid]
 		if !isOct && !isRecipient {
-			return nil, keyringErr("primaries map scope %q to %q, which is not a sealing key", scope, kid)
+			return nil, keyringErr("primaries map scope %q to %s, which is not a sealing key", scope, heldName(held, kid))
 		}
 		if bound, ok := s.scopes[kid]; ok && !slices.Contains(bound, scope) {
 			return nil, keyringErr("primaries map scope %q to %q, which is not bound to it", scope, kid)
@@ -178,7 +180,7 @@ func build(s spec) (*Keyring, error) {
 			return nil, keyringErr("signing maps an empty scope to %q", kid)
 		}
 		if p, ok := s.signers[kid]; !ok || p.private == nil {
-			return nil, keyringErr("signing maps scope %q to %q, which is not a private signing key", scope, kid)
+			return nil, keyringErr("signing maps scope %q to %s, which is not a private signing key", scope, heldName(held, kid))
 		}
 		if !slices.Contains(s.scopes[kid], scope) {
 			return nil, keyringErr("signing maps scope %q to %q, which is not bound to it", scope, kid)
@@ -194,6 +196,15 @@ func build(s spec) (*Keyring, error) {
 	}
 	return &Keyring{oct: s.oct, recipients: s.recipients, signers: s.signers, scopes: s.scopes,
 		primary: s.primary, primaries: s.primaries, signing: s.signing}, nil
+}
+
+// heldName names kid in a message if the keyring holds it; an unknown
+// value is not echoed (it may be pasted material).
+func heldName(held map[string]bool, kid string) string {
+	if held[kid] {
+		return fmt.Sprintf("%q", kid)
+	}
+	return "a kid the keyring does not hold"
 }
 
 func (p *pair) prepareX25519() error {
