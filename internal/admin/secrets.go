@@ -157,10 +157,10 @@ func keyringCmd(args []string, env Env) error {
 		return err
 	}
 	path := pos[0]
+	if (sub == "create" || sub == "add" || sub == "rotate") && kid == "" {
+		return usagef("keyring %s: --kid is required", sub)
+	}
 	if sub == "create" {
-		if kid == "" {
-			return usagef("keyring create: --kid is required")
-		}
 		if _, err := os.Stat(path); err == nil && !force {
 			return fmt.Errorf("%s already exists: pass --force to overwrite it", path)
 		}
@@ -185,9 +185,6 @@ func keyringCmd(args []string, env Env) error {
 	}
 	switch sub {
 	case "add":
-		if kid == "" {
-			return usagef("keyring add: --kid is required")
-		}
 		if k, err = k.Add(kid, secrets.Kind(kind), scopes...); err != nil {
 			return err
 		}
@@ -207,9 +204,6 @@ func keyringCmd(args []string, env Env) error {
 			}
 		}
 	case "rotate":
-		if kid == "" {
-			return usagef("keyring rotate: --kid is required")
-		}
 		k, err = k.Rotate(kid, secrets.Kind(kind), scopes...)
 	case "primary":
 		if scope != "" {
