@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -147,7 +148,30 @@ func writeGoSide(t *testing.T, dir string) {
 	require.NoError(t, err)
 	goneTok, err := gone.Seal([]byte(`"x"`), "")
 	require.NoError(t, err)
+	newTok, err := k.Seal([]byte(`"x"`), "")
+	require.NoError(t, err)
+	rest := func(tok string) string { _, r, _ := strings.Cut(tok, "."); return r }
+	dirHeader := map[string]any{"alg": "dir", "enc": "A256GCM", "kid": "g-new"}
+	with := func(kv ...any) map[string]any {
+		h := map[string]any{}
+		for k, v := range dirHeader {
+			h[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			h[kv[i].(string)] = kv[i+1]
+		}
+		return h
+	}
+	sigRest := rest(sigTok)
 	refusals := []interopCase{
+		{Name: "alg none", Op: "open", Token: forge(secrets.SealPrefix, with("alg", "none"), rest(newTok))},
+		{Name: "dir token under a recipient kid", Op: "open", Scope: "api_key", Token: forge(secrets.SealPrefix, with("kid", "g-x-api", "flenc_scope", "api_key"), rest(newTok))},
+		{Name: "compression", Op: "open", Token: forge(secrets.SealPrefix, with("zip", "DEF"), rest(newTok))},
+		{Name: "unknown header member", Op: "open", Token: forge(secrets.SealPrefix, with("x-extra", 1), rest(newTok))},
+		{Name: "enc A128GCM", Op: "open", Token: forge(secrets.SealPrefix, with("enc", "A128GCM"), rest(newTok))},
+		{Name: "signature alg EdDSA", Op: "verify", Scope: "api_key", Token: forge(secrets.SignPrefix, map[string]any{"alg": "EdDSA", "kid": "g-s", "flenc_scope": "api_key"}, sigRest)},
+		{Name: "signature alg none", Op: "verify", Scope: "api_key", Token: forge(secrets.SignPrefix, map[string]any{"alg": "none", "kid": "g-s", "flenc_scope": "api_key"}, strings.Split(sigRest, ".")[0]+".")},
+		{Name: "signature under an oct kid", Op: "verify", Scope: "api_key", Token: forge(secrets.SignPrefix, map[string]any{"alg": "Ed25519", "kid": "g-new", "flenc_scope": "api_key"}, sigRest)},
 		{Name: "wrong scope", Op: "open", Scope: "api_key", Token: dbTok},
 		{Name: "scoped token, unscoped reader", Op: "open", Scope: "", Token: dbTok},
 		{Name: "unknown kid", Op: "open", Scope: "", Token: goneTok},

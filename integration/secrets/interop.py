@@ -54,7 +54,6 @@ def make(d: Path) -> None:
     signed = t.sign(rotated, "sign-then-encrypt", scope="api_key")
     cases.append({"name": "sign-then-encrypt api_key", "op": "open-verify", "scope": "api_key",
                   "value": "sign-then-encrypt", "token": t.encrypt(rotated, signed, scope="api_key")})
-    (d / "cases.json").write_text(json.dumps(cases, indent=1))
 
     # Tokens the Go side must refuse, with the reason it must give.
     gone = Keyring.of({"o-gone": t.generate_oct_key()}, primary="o-gone")
@@ -76,6 +75,22 @@ def make(d: Path) -> None:
          "token": t.sign(rotated, "x", scope="api_key")},
     ]
     (d / "refusals.json").write_text(json.dumps(refusals, indent=1))
+
+    # Tokens flechtctl accepts that its own writer never makes: registered
+    # header members beyond alg/enc/kid (typ, cty) are admitted.
+    from joserfc import jwe, jws
+    from joserfc.jwk import OctKey, OKPKey
+    oct_key = OctKey.import_key(rotated.keys["o-new"])
+    extra = jwe.encrypt_compact({"alg": "dir", "enc": "A256GCM", "kid": "o-new", "typ": "flenc", "cty": "json"},
+                                t.canonical_json("typ and cty"), oct_key, registry=t._REGISTRY)
+    signer = t._okp_private_key("s-api", "Ed25519", s.public, s.private)
+    extra_sig = jws.serialize_compact({"alg": "Ed25519", "kid": "s-api", "flenc_scope": "api_key", "typ": "flsig"},
+                                      t.canonical_json("typ"), signer, registry=t._SIGNATURE_REGISTRY)
+    cases.append({"name": "registered extra header members", "op": "open", "scope": "", "value": "typ and cty",
+                  "token": t.PREFIX + extra})
+    cases.append({"name": "registered extra header member (signature)", "op": "verify", "scope": "api_key",
+                  "value": "typ", "token": t.SIGNATURE_PREFIX + extra_sig})
+    (d / "cases.json").write_text(json.dumps(cases, indent=1))
 
 
 def check(d: Path) -> None:
