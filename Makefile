@@ -2,7 +2,8 @@
 #               detector), then the suite against real Apache Kafka 4.x
 #               (transaction versions 2 and 1) fetched from Maven Central,
 #               then the cluster chaos pass on three brokers (test-cluster)
-#               and the security tests (test-secure).
+#               the security tests (test-secure) and the secrets
+#               interoperability test with Python (test-secrets).
 # make test-cluster - only the cluster chaos pass: a 3-broker KRaft cluster,
 #               200k records while processors and brokers are killed and
 #               frozen, leaders re-elected and connections cut, stalled and
