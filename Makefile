@@ -1,7 +1,7 @@
 # make test   - everything: vet, the suite on the embedded broker (race
 #               detector), then the suite against real Apache Kafka 4.x
 #               (transaction versions 2 and 1) fetched from Maven Central,
-#               then the cluster chaos pass on three brokers (test-cluster)
+#               then the cluster chaos pass on three brokers (test-cluster),
 #               the security tests (test-secure) and the secrets
 #               interoperability test with Python (test-secrets).
 # make test-cluster - only the cluster chaos pass: a 3-broker KRaft cluster,

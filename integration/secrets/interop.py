@@ -13,8 +13,14 @@ from pathlib import Path
 
 from flechtctl import Keyring, KeyringError, SecretError
 from flechtctl import tokens as t
+from flechtwerk.attribute import STR
+from flechtwerk.secrets import ENCRYPTED, SIGNED, install_keyring
 
 PASSWORD = "correct horse battery staple 0.17"
+
+
+def sign_then_encrypt(scope: str):
+    return ENCRYPTED(SIGNED(STR, scope=scope), scope=scope)
 
 
 def make(d: Path) -> None:
@@ -51,9 +57,11 @@ def make(d: Path) -> None:
     seal("x25519 scoped api_key", rotated, "api-key-123", scope="api_key")
     sign("ed25519 scoped api_key", {"who": "writer"}, "api_key")
     sign("ed25519 scoped db", "signed-db", "db")
-    signed = t.sign(rotated, "sign-then-encrypt", scope="api_key")
-    cases.append({"name": "sign-then-encrypt api_key", "op": "open-verify", "scope": "api_key",
-                  "value": "sign-then-encrypt", "token": t.encrypt(rotated, signed, scope="api_key")})
+    # flechtwerk's own codec: ENCRYPTED(SIGNED(STR, scope=s), scope=s).
+    install_keyring(rotated)
+    cases.append({"name": "sign-then-encrypt api_key (flechtwerk ENCRYPTED(SIGNED))", "op": "open-verify",
+                  "scope": "api_key", "value": "sign-then-encrypt",
+                  "token": sign_then_encrypt("api_key").encode("sign-then-encrypt")})
 
     # Tokens the Go side must refuse, with the reason it must give.
     gone = Keyring.of({"o-gone": t.generate_oct_key()}, primary="o-gone")
@@ -112,6 +120,9 @@ def check(d: Path) -> None:
                 got = t.verify(keyring, c["token"], scope=c["scope"])
             else:
                 got = t.verify(keyring, t.decrypt(keyring, c["token"], scope=c["scope"]), scope=c["scope"])
+                if keyring is plain:  # and through flechtwerk's codec, under the process keyring
+                    install_keyring(plain)
+                    assert sign_then_encrypt(c["scope"]).decode(c["token"]) == c["value"], c["name"]
             assert got == c["value"], f"{c['name']}: got {got!r}, want {c['value']!r}"
             n += 1
     for c in json.loads((d / "go-refusals.json").read_text()):
