@@ -36,6 +36,11 @@ const (
 	// relocation or a downgrade), the key is bound to other scopes, or the
 	// keyring has no key that may seal or sign that scope.
 	CodeScope Code = "SECRET_SCOPE_REFUSED"
+	// CodeTooLarge: a token, or one of its parts, is larger than the
+	// format admits (a JWE's protected header 1024 bytes, ciphertext 64
+	// KiB; a JWS's header 512 bytes, payload 128000 bytes, all base64url):
+	// readers refuse it, so Seal and Sign refuse to write it.
+	CodeTooLarge Code = "SECRET_TOO_LARGE"
 	// CodeNoPrivateKey: the keyring holds only the public half of the
 	// token's recipient key: it can seal to it but not open.
 	CodeNoPrivateKey Code = "SECRET_NO_PRIVATE_KEY"
@@ -62,6 +67,7 @@ var (
 	ErrAlgorithm      = &Error{Code: CodeAlgorithm}
 	ErrScope          = &Error{Code: CodeScope}
 	ErrNoPrivateKey   = &Error{Code: CodeNoPrivateKey}
+	ErrTooLarge       = &Error{Code: CodeTooLarge}
 	ErrPlaintext      = &Error{Code: CodePlaintext}
 	ErrUnsigned       = &Error{Code: CodeUnsigned}
 	ErrKeyring        = &Error{Code: CodeKeyring}

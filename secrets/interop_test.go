@@ -125,6 +125,7 @@ func writeGoSide(t *testing.T, dir string) {
 	seal(k, "oct unscoped, object value", map[string]any{"user": "ü", "n": 3.0, "list": []any{1.0, 2.0}}, "")
 	seal(k, "oct scoped db", "db-password", "db")
 	seal(k, "x25519 scoped api_key", "api-key-123", "api_key")
+	seal(k, "the largest value (a 64 KiB ciphertext)", strings.Repeat("v", 49150), "")
 	for _, scope := range []string{"api_key", "db"} {
 		codec := secrets.Signed(k, transformer.JSON[string](), scope)
 		b, err := codec.Encode("signed " + scope)
@@ -164,6 +165,8 @@ func writeGoSide(t *testing.T, dir string) {
 	}
 	sigRest := rest(sigTok)
 	refusals := []interopCase{
+		{Name: "ciphertext over 64 KiB", Op: "open", Token: bigToken(newTok)},
+		{Name: "header over 1024 bytes", Op: "open", Token: forge(secrets.SealPrefix, with("typ", strings.Repeat("t", 800)), rest(newTok))},
 		{Name: "alg none", Op: "open", Token: forge(secrets.SealPrefix, with("alg", "none"), rest(newTok))},
 		{Name: "dir token under a recipient kid", Op: "open", Scope: "api_key", Token: forge(secrets.SealPrefix, with("kid", "g-x-api", "flenc_scope", "api_key"), rest(newTok))},
 		{Name: "compression", Op: "open", Token: forge(secrets.SealPrefix, with("zip", "DEF"), rest(newTok))},

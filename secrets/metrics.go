@@ -15,7 +15,7 @@ const (
 	// MetricFailures counts failed seals, opens, signs and verifies by
 	// reason: the error code in lower case without its prefix
 	// (unknown_kid, authentication_failed, scope_refused,
-	// algorithm_not_allowed, malformed, no_private_key,
+	// algorithm_not_allowed, malformed, too_large, no_private_key,
 	// plaintext_refused, unsigned_refused, keyring_invalid).
 	MetricFailures = "flechtwerk_secret_failures_total"
 	// MetricLegacyReads counts values read through a migration knob:

@@ -197,6 +197,9 @@ func TestRefusals(t *testing.T) {
 		{"unknown envelope", k, "open", "flenc:v2:abc", "", secrets.ErrMalformed},
 		{"no kid", k, "open", forge(secrets.SealPrefix, map[string]any{"alg": "dir", "enc": "A256GCM"}, rest(dirTok)), "", secrets.ErrMalformed},
 		{"header not base64", k, "open", secrets.SealPrefix + "!!!." + rest(dirTok), "", secrets.ErrMalformed},
+		{"ciphertext over 64 KiB", k, "open", bigToken(dirTok), "", secrets.ErrTooLarge},
+		{"header over 1024 bytes", k, "open", forge(secrets.SealPrefix, with(dirHeader, "typ", strings.Repeat("t", 800)), rest(dirTok)), "", secrets.ErrTooLarge},
+		{"signature: header over 512 bytes", k, "verify", forge(secrets.SignPrefix, map[string]any{"alg": "Ed25519", "kid": "s", "flenc_scope": "api_key", "typ": strings.Repeat("t", 400)}, rest(sigTok)), "api_key", secrets.ErrTooLarge},
 		{"four parts", k, "open", dirTok[:strings.LastIndex(dirTok, ".")], "", secrets.ErrMalformed},
 
 		{"signature: wrong scope", k, "verify", sigTok, "db", secrets.ErrScope},
@@ -263,6 +266,13 @@ func withJWK(t *testing.T, k *secrets.Keyring, jwk []byte) *secrets.Keyring {
 	return out
 }
 
+// bigToken replaces tok's ciphertext with one over the 64 KiB limit.
+func bigToken(tok string) string {
+	parts := strings.Split(tok, ".")
+	parts[3] = strings.Repeat("A", 65537)
+	return strings.Join(parts, ".")
+}
+
 func TestSealRefusals(t *testing.T) {
 	k := testKeyring(t)
 	_, err := k.Seal([]byte(`1`), "other")
@@ -277,6 +287,21 @@ func TestSealRefusals(t *testing.T) {
 	require.ErrorIs(t, err, secrets.ErrScope, "a signature needs a scope")
 	_, err = k.Sign([]byte(`1`), "nosigner")
 	require.ErrorIs(t, err, secrets.ErrScope)
+
+	// What a reader would refuse as too large is not written.
+	big := []byte(`"` + strings.Repeat("v", 49151) + `"`) // 49153 bytes: 65538 in base64url
+	tok, err := k.Seal(big[:49150], "")
+	require.NoError(t, err, "49150 bytes fit the 64 KiB ciphertext")
+	_, err = k.Open(tok, "")
+	require.NoError(t, err)
+	_, err = k.Seal(big, "")
+	require.ErrorIs(t, err, secrets.ErrTooLarge)
+	_, err = k.Seal([]byte(`1`), strings.Repeat("s", 800))
+	require.ErrorIs(t, err, secrets.ErrTooLarge, "a scope too long for the header")
+	_, err = k.Sign(big, "api_key")
+	require.NoError(t, err)
+	_, err = k.Sign([]byte(`"`+strings.Repeat("v", 96000)+`"`), "api_key")
+	require.ErrorIs(t, err, secrets.ErrTooLarge)
 }
 
 func TestParseValidation(t *testing.T) {

@@ -145,6 +145,36 @@ func (h *header) check(op, alg, enc string, members []string) error {
 	return nil
 }
 
+// The size limits of the reference reader (joserfc's registries), on
+// the base64url parts of a compact serialization.
+var (
+	jweLimits = []int{1024, 1024, 64, 65536, 64} // header, encrypted key, IV, ciphertext, tag
+	jwsLimits = []int{512, 128000, 1024}         // header, payload, signature
+	jweNames  = []string{"protected header", "encrypted key", "IV", "ciphertext", "tag"}
+	jwsNames  = []string{"header", "payload", "signature"}
+)
+
+// sizes refuses a compact serialization whose parts exceed the limits.
+func sizes(op, kid, scope, compact string, jwe bool) error {
+	limits, names := jwsLimits, jwsNames
+	if jwe {
+		limits, names = jweLimits, jweNames
+	}
+	total := 0
+	for _, l := range limits {
+		total += l
+	}
+	if len(compact) > total {
+		return newErr(CodeTooLarge, op, kid, scope, "the token is larger than the format admits (%d bytes)", total)
+	}
+	for i, part := range strings.SplitN(compact, ".", len(limits)) {
+		if len(part) > limits[i] {
+			return newErr(CodeTooLarge, op, kid, scope, "the %s is larger than the format admits (%d bytes base64url)", names[i], limits[i])
+		}
+	}
+	return nil
+}
+
 // segments checks the compact serialization's shape: n base64url parts;
 // for a JWE a 12-byte IV, a 16-byte tag, and an encrypted key that is
 // empty under dir and 40 bytes (a wrapped AES-256 key) otherwise.
@@ -202,9 +232,15 @@ func (k *Keyring) Seal(payload []byte, scope string) (string, error) {
 	} else {
 		key = jwe.WithKey(jwa.DIRECT(), k.oct[kid])
 	}
+	if len(payload) > 3*jweLimits[3]/4 {
+		return "", newErr(CodeTooLarge, "seal", kid, scope, "the value is larger than a token admits (%d bytes)", 3*jweLimits[3]/4)
+	}
 	out, err := jwe.Encrypt(payload, key, jwe.WithContentEncryption(jwa.A256GCM()), jwe.WithProtectedHeaders(h), jwe.WithCompact())
 	if err != nil {
 		return "", newErr(CodeKeyring, "seal", kid, scope, "encryption failed")
+	}
+	if err := sizes("seal", kid, scope, string(out), true); err != nil {
+		return "", err
 	}
 	return SealPrefix + string(out), nil
 }
@@ -245,6 +281,9 @@ func (k *Keyring) Open(token string, scope string) ([]byte, error) {
 		key, alg, members = jwe.WithKey(jwa.DIRECT(), oct), algDir, jweMembers
 	} else {
 		return nil, newErr(CodeUnknownKid, op, kid, scope, "no such key in the keyring")
+	}
+	if err := sizes(op, kid, scope, compact, true); err != nil {
+		return nil, err
 	}
 	if err := h.check(op, alg, encA256GCM, members); err != nil {
 		return nil, withScope(err, scope)
@@ -321,9 +360,15 @@ func (k *Keyring) Sign(payload []byte, scope string) (string, error) {
 	if h.Set("kid", kid) != nil || h.Set(scopeHeader, scope) != nil {
 		return "", newErr(CodeMalformed, op, kid, scope, "kid or scope does not fit a header")
 	}
+	if len(payload) > 3*jwsLimits[1]/4 {
+		return "", newErr(CodeTooLarge, op, kid, scope, "the value is larger than a token admits (%d bytes)", 3*jwsLimits[1]/4)
+	}
 	out, err := jws.Sign(payload, jws.WithKey(jwa.EdDSAEd25519(), edPrivate(p), jws.WithProtectedHeaders(h)))
 	if err != nil {
 		return "", newErr(CodeKeyring, op, kid, scope, "signing failed")
+	}
+	if err := sizes(op, kid, scope, string(out), false); err != nil {
+		return "", err
 	}
 	return SignPrefix + string(out), nil
 }
@@ -349,6 +394,9 @@ func (k *Keyring) Verify(token string, scope string) ([]byte, error) {
 	p := k.signers[kid]
 	if p == nil {
 		return nil, newErr(CodeUnknownKid, op, kid, scope, "no such signing key in the keyring")
+	}
+	if err := sizes(op, kid, scope, compact, false); err != nil {
+		return nil, err
 	}
 	if err := h.check(op, algSign, "", jwsMembers); err != nil {
 		return nil, withScope(err, scope)
