@@ -274,8 +274,14 @@ func bigToken(tok string) string {
 }
 
 func TestSealRefusals(t *testing.T) {
+	var none *secrets.Keyring
+	_, err := secrets.Sealed(none, transformer.JSON[int]()).Encode(1)
+	require.ErrorIs(t, err, secrets.ErrKeyring, "a nil keyring is an error, not a panic")
+	_, err = secrets.Signed(none, transformer.JSON[int](), "s").Decode([]byte(`"flsig:jws:a.b.c"`))
+	require.ErrorIs(t, err, secrets.ErrKeyring)
+
 	k := testKeyring(t)
-	_, err := k.Seal([]byte(`1`), "other")
+	_, err = k.Seal([]byte(`1`), "other")
 	require.NoError(t, err, "an unmapped scope seals under the unbound primary")
 	bound, err := secrets.Generate("b", secrets.Oct, "db")
 	require.NoError(t, err)

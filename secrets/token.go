@@ -210,6 +210,9 @@ func segments(op, kid, compact string, n int, dir bool) error {
 // its public half. A non-empty scope is stamped into the protected header
 // (flenc_scope). A key bound to scopes refuses any other: CodeScope.
 func (k *Keyring) Seal(payload []byte, scope string) (string, error) {
+	if k == nil {
+		return "", errNoKeyring("seal")
+	}
 	kid, err := k.SealingKid(scope)
 	if err != nil {
 		return "", err
@@ -257,6 +260,9 @@ func (k *Keyring) Seal(payload []byte, scope string) (string, error) {
 // CodeAlgorithm, CodeAuthentication, CodeScope.
 func (k *Keyring) Open(token string, scope string) ([]byte, error) {
 	const op = "open"
+	if k == nil {
+		return nil, errNoKeyring(op)
+	}
 	compact, err := compactOf(op, token, sealScheme, "jwe")
 	if err != nil {
 		return nil, err
@@ -345,6 +351,9 @@ func (k *Keyring) Reseal(token string, scope string) (string, error) {
 // for.
 func (k *Keyring) Sign(payload []byte, scope string) (string, error) {
 	const op = "sign"
+	if k == nil {
+		return "", errNoKeyring(op)
+	}
 	if scope == "" {
 		return "", newErr(CodeScope, op, "", "", "signing needs a non-empty scope")
 	}
@@ -379,6 +388,9 @@ func (k *Keyring) Sign(payload []byte, scope string) (string, error) {
 // must equal scope, and scope must be within the signer's binding.
 func (k *Keyring) Verify(token string, scope string) ([]byte, error) {
 	const op = "verify"
+	if k == nil {
+		return nil, errNoKeyring(op)
+	}
 	if scope == "" {
 		return nil, newErr(CodeScope, op, "", "", "verifying needs a non-empty scope")
 	}
@@ -433,4 +445,8 @@ func KidOf(token string) (string, error) {
 		return "", err
 	}
 	return h.kid, nil
+}
+
+func errNoKeyring(op string) error {
+	return &Error{Code: CodeKeyring, Op: op, Msg: "no keyring (nil *Keyring)"}
 }
