@@ -227,8 +227,11 @@ func (p *pair) prepareX25519() error {
 	return nil
 }
 
+// prepareEd25519 derives the signing key once; a pair is shared by the
+// keyrings an edit derives from one another and is never written after
+// its first keyring was built.
 func (p *pair) prepareEd25519() {
-	if p.private != nil {
+	if p.private != nil && p.edPriv == nil {
 		p.edPriv = ed25519.NewKeyFromSeed(p.private)
 		p.mismatch = !bytes.Equal(p.edPriv.Public().(ed25519.PublicKey), p.public)
 	}
