@@ -3,6 +3,7 @@ package secrets_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -459,4 +460,32 @@ func value(t *testing.T, reg *prometheus.Registry, name string, kv ...string) fl
 		}
 	}
 	return 0
+}
+
+// A keyring stays usable while edits derive new ones from it (run with
+// -race: the derived keyrings share its unchanged keys).
+func TestConcurrentUseWhileEditing(t *testing.T) {
+	k := testKeyring(t)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 50 {
+			tok, err := k.Sign([]byte(`1`), "api_key")
+			if err == nil {
+				_, err = k.Verify(tok, "api_key")
+			}
+			if err == nil {
+				_, err = k.Seal([]byte(`1`), "api_key")
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for i := range 50 {
+		_, err := k.Add(fmt.Sprintf("n%d", i), secrets.Oct)
+		require.NoError(t, err)
+	}
+	<-done
 }
