@@ -98,4 +98,15 @@ if "$fw" open --keyring cli.jwe --password-file "$pw" --scope db "${tokens[1]}" 
   echo "interop: a token scoped api_key opened as db" >&2; exit 1
 fi
 grep -q SECRET_SCOPE_REFUSED err.txt
+# A writer holding only the public half of the recipient key: exported by
+# the admin command, imported by flechtctl, sealed with by the admin command.
+"$fw" keyring export cli.jwe c-x --password-file "$pw" >c-x.jwk
+"$ctl" keyring import writer.json c-x.jwk --primary
+tok="$("$fw" seal --keyring writer.json --scope api_key --string --env INTEROP_SECRET)"
+[ "$("$ctl" decrypt -k cli.jwe --password-file "$pw" --scope api_key --string "$tok")" = value-two ]
+[ "$("$fw" open --keyring cli.jwe --password-file "$pw" --scope api_key --string "$tok")" = value-two ]
+if "$fw" open --keyring writer.json --scope api_key "$tok" 2>err.txt; then
+  echo "interop: a public-only keyring opened a token" >&2; exit 1
+fi
+grep -q SECRET_NO_PRIVATE_KEY err.txt
 echo "==> interop: ok (flechtctl $VERSION, $("$python" --version))"
