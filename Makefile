@@ -3,7 +3,8 @@
 #               against real Apache Kafka 4.x (transaction versions 2
 #               and 1) fetched from Maven Central,
 #               then the cluster chaos pass on three brokers (test-cluster)
-#               and the security tests (test-secure).
+#               the security tests (test-secure), the alert rules (test-alerts) and the
+#               secrets interoperability test with Python (test-secrets).
 # make test-cluster - only the cluster chaos pass: a 3-broker KRaft cluster,
 #               200k records while processors and brokers are killed and
 #               frozen, leaders re-elected and connections cut, stalled and
@@ -13,6 +14,9 @@
 # make test-secure - the TestSecure* tests against a Kafka broker with TLS,
 #               SASL/SCRAM-SHA-512 and the StandardAuthorizer
 #               (integration/kafka/secure.sh).
+# make test-secrets - interoperability of package secrets with the Python
+#               flechtctl and flechtwerk[secrets] 0.17.0 from PyPI in a
+#               Python 3.13 venv (integration/secrets/interop.sh).
 # make run    - the word-count example on an embedded broker.
 # make bench  - the throughput/latency benchmark (bench/run.sh): plain loop,
 #               GroupTransactSession loop, the runner and Kafka Streams
@@ -32,9 +36,9 @@
 # command.
 GO ?= go
 
-.PHONY: test test-embedded test-kafka test-cluster test-secure run bench bench-recovery chaos-long chaos-long-cluster check-mod
+.PHONY: test test-embedded test-kafka test-cluster test-secure run bench bench-recovery chaos-long chaos-long-cluster check-mod test-secrets
 
-test: check-mod test-embedded test-alerts test-kafka test-cluster test-secure test-postgres fuzz
+test: check-mod test-embedded test-alerts test-kafka test-cluster test-secure test-postgres test-secrets fuzz
 
 # The alert rules checked and unit-tested by promtool (installed from
 # Debian's packages when missing).
@@ -69,6 +73,9 @@ fuzz:
 
 test-secure:
 	GO=$(GO) bash integration/kafka/secure.sh test -race -count=1 -v -timeout 15m -run 'TestSecure' ./integration/
+
+test-secrets:
+	GO=$(GO) bash integration/secrets/interop.sh
 
 run:
 	$(GO) run ./examples/wordcount

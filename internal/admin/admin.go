@@ -34,6 +34,18 @@ Usage:
   flechtwerk reset APP [--to earliest|latest|RFC3339] [--input T,...] [--state] [--yes] [--dry-run]
   flechtwerk state get APP KEY [--partition N] [--hex]
 
+Secrets (no broker; see docs/security.md):
+  flechtwerk keyring create FILE --kid K [--type oct|x25519] [--scope S]... [--protect] [--force]
+  flechtwerk keyring add FILE --kid K [--type oct|x25519|ed25519] [--scope S]...
+                     [--primary] [--primary-for S]... [--signing-for S]...
+  flechtwerk keyring rotate FILE --kid K [--type oct|x25519|ed25519] [--scope S]...
+  flechtwerk keyring primary|signing FILE KID [--scope S]
+  flechtwerk keyring remove|export FILE KID
+  flechtwerk keyring show|protect FILE
+  flechtwerk seal|sign --keyring FILE [--scope S] [--string] [--in PATH | --env VAR]   (else stdin)
+  flechtwerk open|verify|reseal --keyring FILE [--scope S] [--string] [TOKEN | --in PATH | --env VAR]
+  Keyring password: --password-file PATH or --password-env VAR.
+
 Common flags (before or after the arguments):
   --brokers host:port,...  seed brokers (default $KAFKA_BROKERS, else localhost:9092)
   --json                   machine-readable output
@@ -102,6 +114,10 @@ func run(ctx context.Context, args []string, env Env) error {
 			return usagef("state: want \"state get APP KEY\"")
 		}
 		return stateGetCmd(ctx, rest[1:], env)
+	case "keyring":
+		return keyringCmd(rest, env)
+	case "seal", "open", "sign", "verify", "reseal":
+		return valueCmd(cmd, rest, env)
 	case "help", "-h", "-help", "--help":
 		return flag.ErrHelp
 	default:
