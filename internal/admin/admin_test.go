@@ -183,13 +183,19 @@ func TestResetRefusesWhileRunningThenReprocesses(t *testing.T) {
 	a.stop(t)
 	waitMembers(t, c, id, 0)
 
-	r = cli(t, c, "n\n", "reset", id)
+	r = cli(t, c, "n\n", "reset", id, "--keep-state")
 	require.Equal(t, admin.ExitError, r.code)
 	require.Contains(t, r.stderr, "not confirmed: nothing changed")
 	require.Contains(t, r.stdout, "Reset of application "+id)
 	require.Equal(t, ends, c.CommittedOffsets(t, id, in), "an unconfirmed reset changes nothing")
 
-	r = cli(t, c, "y\n", "reset", id, "--json")
+	r = cli(t, c, "y\n", "reset", id)
+	require.Equal(t, admin.ExitError, r.code)
+	require.Contains(t, r.stderr, "replay records onto state that already counts them")
+	require.Contains(t, r.stdout, "Refused: 40 record offset(s) move back")
+	require.Equal(t, ends, c.CommittedOffsets(t, id, in), "a reset replaying onto kept state needs --keep-state")
+
+	r = cli(t, c, "y\n", "reset", id, "--json", "--keep-state")
 	require.Equal(t, admin.ExitOK, r.code, r.stderr)
 	var plan admin.ResetPlan
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &plan))
