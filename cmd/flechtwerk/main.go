@@ -1,11 +1,17 @@
 // Command flechtwerk operates Flechtwerk applications on a Kafka cluster:
 //
 //	flechtwerk describe APP
-//	flechtwerk reset APP [--to earliest|latest|RFC3339] [--input T,...] [--state] [--yes] [--dry-run]
+//	flechtwerk reset APP [--to earliest|latest|RFC3339 | --to-offset N | --shift-by N | --by-duration D]
+//		[--input T,...] [--state | --keep-state] [--yes] [--dry-run]
 //	flechtwerk state get APP KEY [--partition N] [--hex]
+//	flechtwerk --version
 //
-// Every command takes --brokers (default $KAFKA_BROKERS, else
-// localhost:9092), --json and --timeout. Exit codes: 0 ok, 1 error, 2 usage.
+// Every command takes the connection flags (--brokers, default
+// $KAFKA_BROKERS, else localhost:9092; --tls, --tls-ca, --tls-cert,
+// --tls-key, --tls-server-name; --sasl-mechanism PLAIN|SCRAM-SHA-256|
+// SCRAM-SHA-512, --sasl-username, --sasl-password-file or
+// $FLECHTWERK_SASL_PASSWORD), --json and --timeout; "flechtwerk COMMAND
+// --help" lists them. Exit codes: 0 ok, 1 error, 2 usage. See docs/admin.md.
 //
 // Install with:
 //
