@@ -90,7 +90,9 @@ func (c *conn) validate() error {
 	}
 	switch mech := c.saslMechanism; {
 	case mech == "":
-		if c.saslUsername != "" && c.getenv(EnvSASLUsername) != c.saslUsername || c.saslPasswordFile != "" {
+		// A user from the environment alone is no request for SASL.
+		userFlag := c.saslUsername != "" && c.saslUsername != c.getenv(EnvSASLUsername)
+		if userFlag || c.saslPasswordFile != "" {
 			errs = append(errs, "--sasl-username and --sasl-password-file need --sasl-mechanism")
 		}
 	case !validMechanism(mech):
@@ -115,7 +117,7 @@ func validMechanism(m string) bool {
 	return false
 }
 
-// opts returns the client options of the connection flags: seed brokers,
+// clientOpts returns the client options of the connection flags: seed brokers,
 // TLS and SASL. Files are read here.
 func (c *conn) clientOpts() ([]kgo.Opt, error) {
 	if err := c.validate(); err != nil {
