@@ -16,6 +16,7 @@ import (
 )
 
 // TestBinarySmoke builds the command and runs it: a usage error exits 2,
+// --version prints the build's version, reset --help reset's usage,
 // describe of an application with committed offsets exits 0 and lists its
 // input partitions, with the brokers taken from $KAFKA_BROKERS.
 func TestBinarySmoke(t *testing.T) {
@@ -33,6 +34,13 @@ func TestBinarySmoke(t *testing.T) {
 	require.True(t, errors.As(err, &exit), "want an exit error, got %v: %s", err, out)
 	require.Equal(t, 2, exit.ExitCode())
 	require.Contains(t, string(out), `unknown command "frobnicate"`)
+
+	out, err = exec.Command(bin, "--version").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Regexp(t, `^flechtwerk (devel|v\S+)( \(\w+(-dirty)?(, \S+)?\))? go\S+\n$`, string(out))
+	out, err = exec.Command(bin, "reset", "--help").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "Usage: flechtwerk reset APP [flags]")
 
 	c := kafkatest.New(t)
 	in, app := kafkatest.Name("in"), kafkatest.Name("app")

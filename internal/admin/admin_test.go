@@ -183,13 +183,19 @@ func TestResetRefusesWhileRunningThenReprocesses(t *testing.T) {
 	a.stop(t)
 	waitMembers(t, c, id, 0)
 
-	r = cli(t, c, "n\n", "reset", id)
+	r = cli(t, c, "n\n", "reset", id, "--keep-state")
 	require.Equal(t, admin.ExitError, r.code)
 	require.Contains(t, r.stderr, "not confirmed: nothing changed")
 	require.Contains(t, r.stdout, "Reset of application "+id)
 	require.Equal(t, ends, c.CommittedOffsets(t, id, in), "an unconfirmed reset changes nothing")
 
-	r = cli(t, c, "y\n", "reset", id, "--json")
+	r = cli(t, c, "y\n", "reset", id)
+	require.Equal(t, admin.ExitError, r.code)
+	require.Contains(t, r.stderr, "replay records onto state that already counts them")
+	require.Contains(t, r.stdout, "Refused: 40 record offset(s) move back")
+	require.Equal(t, ends, c.CommittedOffsets(t, id, in), "a reset replaying onto kept state needs --keep-state")
+
+	r = cli(t, c, "y\n", "reset", id, "--json", "--keep-state")
 	require.Equal(t, admin.ExitOK, r.code, r.stderr)
 	var plan admin.ResetPlan
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &plan))
@@ -366,4 +372,115 @@ func TestResetStateAfterExpiredInputAndLostChangelog(t *testing.T) {
 	a.stop(t)
 	recs := readAll(t, c, out)
 	require.Equal(t, "1", string(recs[len(recs)-1].Value), "counting from empty state")
+}
+
+// TestResetOffsetShiftDuration: --to-offset and --shift-by clamp to each
+// partition's start and end; --shift-by needs a committed offset;
+// --by-duration before every record goes to the start, and a duration
+// reaching back to no record goes to the end.
+func TestResetOffsetShiftDuration(t *testing.T) {
+	c := kafkatest.New(t)
+	in, id := kafkatest.Name("in"), kafkatest.Name("app")
+	c.CreateTopic(t, in, 2)
+	produceKeyed(t, c, in, counts(20, 4)...)
+	ends := c.EndOffsets(t, in)
+	require.Positive(t, ends[0])
+	require.Positive(t, ends[1])
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	os := kadm.Offsets{}
+	os.Add(kadm.Offset{Topic: in, Partition: 0, At: 1, LeaderEpoch: -1})
+	require.NoError(t, c.Adm.CommitAllOffsets(ctx, id, os))
+
+	r := cli(t, c, "", "reset", id, "--input", in, "--shift-by", "2", "--yes")
+	require.Equal(t, admin.ExitError, r.code, "partition 1 has no committed offset to shift")
+	require.Contains(t, r.stderr, "no committed offset to shift on "+in+"/1")
+
+	r = cli(t, c, "", "reset", id, "--input", in, "--to-offset", "3", "--yes")
+	require.Equal(t, admin.ExitOK, r.code, r.stderr)
+	require.Equal(t, map[int32]int64{0: min(3, ends[0]), 1: min(3, ends[1])}, c.CommittedOffsets(t, id, in))
+
+	r = cli(t, c, "", "reset", id, "--shift-by", "-2", "--json", "--yes")
+	require.Equal(t, admin.ExitOK, r.code, r.stderr)
+	var plan admin.ResetPlan
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &plan))
+	require.Equal(t, "committed offset -2", plan.To)
+	require.False(t, plan.Changelog)
+	require.Equal(t, map[int32]int64{0: max(min(3, ends[0])-2, 0), 1: max(min(3, ends[1])-2, 0)}, c.CommittedOffsets(t, id, in))
+
+	r = cli(t, c, "", "reset", id, "--shift-by", "1000", "--yes")
+	require.Equal(t, admin.ExitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "clamped")
+	require.Equal(t, ends, c.CommittedOffsets(t, id, in), "shifted past the end: the end")
+
+	r = cli(t, c, "", "reset", id, "--by-duration", "1h", "--yes")
+	require.Equal(t, admin.ExitOK, r.code, r.stderr)
+	require.Equal(t, map[int32]int64{0: 0, 1: 0}, c.CommittedOffsets(t, id, in), "every record is younger than an hour")
+
+	time.Sleep(1100 * time.Millisecond)
+	r = cli(t, c, "", "reset", id, "--by-duration", "1s", "--yes")
+	require.Equal(t, admin.ExitOK, r.code, r.stderr)
+	require.Equal(t, ends, c.CommittedOffsets(t, id, in), "no record in the last second: the end")
+}
+
+// TestEveryResetPathStarts: after reset --to latest --state the
+// application starts with its old state directory and counts from empty
+// state; moving offsets back onto the recreated state is refused unless
+// --state; a reset without --state while the changelog is missing keeps
+// the offsets marked as a state reset, so the application starts again
+// and rebuilds its state from the replayed inputs.
+func TestEveryResetPathStarts(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, id := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
+	dir := t.TempDir()
+	c.CreateTopic(t, in, 2)
+	c.CreateTopic(t, out, 2)
+	produceKeyed(t, c, in, counts(20, 2)...) // k0 and k1, 10 each
+	a := startAppIn(t, c, id, in, out, dir)
+	waitLag0(t, c, id, in, a)
+	a.stop(t)
+	waitMembers(t, c, id, 0)
+	lastOf := func(key string) string {
+		t.Helper()
+		last := ""
+		for _, r := range readAll(t, c, out) {
+			if string(r.Key) == key {
+				last = string(r.Value)
+			}
+		}
+		return last
+	}
+	require.Equal(t, "10", lastOf("k0"))
+
+	r := cli(t, c, "", "reset", id, "--to", "latest", "--state", "--yes")
+	require.Equal(t, admin.ExitOK, r.code, r.stderr)
+	a = startAppIn(t, c, id, in, out, dir)
+	produceKeyed(t, c, in, [2]string{"k0", "x"})
+	waitLag0(t, c, id, in, a)
+	a.stop(t)
+	waitMembers(t, c, id, 0)
+	require.Equal(t, "1", lastOf("k0"), "counting from empty state")
+
+	r = cli(t, c, "", "reset", id, "--to", "earliest", "--yes")
+	require.Equal(t, admin.ExitError, r.code, "the changelog is back: replaying onto it needs a choice")
+	require.Contains(t, r.stderr, "replay records onto state")
+
+	r = cli(t, c, "", "reset", id, "--to", "latest", "--state", "--yes")
+	require.Equal(t, admin.ExitOK, r.code, r.stderr)
+	r = cli(t, c, "", "reset", id, "--to", "earliest", "--yes")
+	require.Equal(t, admin.ExitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "No state: changelog topic "+id+"-changelog does not exist")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	offs, err := c.Adm.FetchOffsets(ctx, id)
+	require.NoError(t, err)
+	offs.Each(func(o kadm.OffsetResponse) {
+		require.Zero(t, o.At)
+		require.Equal(t, changelog.ResetMarker, o.Metadata, "still a state reset: %s/%d", o.Topic, o.Partition)
+	})
+
+	a = startAppIn(t, c, id, in, out, dir)
+	waitLag0(t, c, id, in, a)
+	a.stop(t)
+	require.Equal(t, "11", lastOf("k0"), "state rebuilt from all 11 inputs of k0")
 }

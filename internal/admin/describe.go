@@ -105,7 +105,7 @@ func describeCmd(ctx context.Context, args []string, env Env) error {
 	var c common
 	fs := newFlags("describe", env, &c)
 	var inputs string
-	fs.StringVar(&inputs, "input", "", "input topics, comma separated (default: the group's committed and assigned topics)")
+	fs.StringVar(&inputs, "input", "", "input `TOPICS`, comma separated (default: the group's committed and assigned topics)")
 	pos, err := parse(fs, args, 1, "APP")
 	if err != nil {
 		return err

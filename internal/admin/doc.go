@@ -4,7 +4,9 @@
 // input offsets (and with --state its changelog) while it is stopped, and
 // read a key's committed state from its changelog; and, without a
 // broker, manage keyring files and seal, open, sign and verify values
-// (package secrets).
+// (package secrets). Every Kafka command reaches the cluster through the
+// same connection flags (conn.go: brokers, TLS, SASL PLAIN and SCRAM;
+// secrets from a file or the environment).
 //
 // Run takes the arguments and the standard streams, so tests call it
 // directly. It only reads and writes Kafka through an admin client and

@@ -76,11 +76,17 @@ func counter(out string) *transformer.Transformer[int] {
 
 func startApp(t testing.TB, c *kafkatest.Cluster, id, in, out string) *app {
 	t.Helper()
+	return startAppIn(t, c, id, in, out, t.TempDir())
+}
+
+// startAppIn starts the counter application with state directory dir.
+func startAppIn(t testing.TB, c *kafkatest.Cluster, id, in, out, dir string) *app {
+	t.Helper()
 	r, err := runner.New(counter(out),
 		runner.SeedBrokers(c.Brokers...),
 		runner.ApplicationID(id),
 		runner.InputTopics(in),
-		runner.StateDir(t.TempDir()),
+		runner.StateDir(dir),
 		runner.SessionTimeout(6*time.Second))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

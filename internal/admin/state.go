@@ -1,13 +1,12 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -16,7 +15,7 @@ import (
 
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/extractor"
-	"github.com/flechtwerk/flechtwerk/store"
+	"github.com/flechtwerk/flechtwerk/internal/lso"
 )
 
 // StateValue is the result of state get APP KEY (its --json form).
@@ -43,7 +42,7 @@ type StateValue struct {
 func stateGetCmd(ctx context.Context, args []string, env Env) error {
 	var c common
 	fs := newFlags("state get", env, &c)
-	partition := fs.Int("partition", -1, "changelog partition to read (default: murmur2 hash of KEY over the changelog's partitions)")
+	partition := fs.Int("partition", -1, "changelog partition `N` to read (default: murmur2 hash of KEY over the changelog's partitions)")
 	isHex := fs.Bool("hex", false, "KEY is hex encoded")
 	pos, err := parse(fs, args, 2, "APP KEY")
 	if err != nil {
@@ -92,10 +91,10 @@ func stateGetCmd(ctx context.Context, args []string, env Env) error {
 // partitions. That is the task's partition when the state key is the
 // record key and the inputs were written with the default partitioner.
 //
-// The partition is read read_committed from the log start to the last
-// stable offset (through changelog.Restore into a temporary store): the
-// last write wins, a tombstone means absent. opts are the read client's
-// options (seed brokers).
+// The partition is streamed read_committed from the log start to the last
+// stable offset, keeping only the key's last write: a tombstone means
+// absent. Nothing is written to disk. opts are the read client's options
+// (seed brokers, TLS, SASL).
 func GetState(ctx context.Context, adm *kadm.Client, app string, key []byte, partition int32, opts ...kgo.Opt) (*StateValue, error) {
 	topic := changelog.Topic(app)
 	td, err := adm.ListTopics(ctx, topic)
@@ -116,34 +115,50 @@ func GetState(ctx context.Context, adm *kadm.Client, app string, key []byte, par
 	} else if partition >= n {
 		return nil, fmt.Errorf("--partition %d: changelog topic %s has %d partitions", partition, topic, n)
 	}
-	lso, err := listOffsets(ctx, "last stable", adm.ListCommittedOffsets, topic)
+	stable, err := listOffsets(ctx, "last stable", adm.ListCommittedOffsets, topic)
 	if err != nil {
 		return nil, err
 	}
-	if o, ok := lso.Lookup(topic, sv.Partition); ok {
+	starts, err := listOffsets(ctx, "start", adm.ListStartOffsets, topic)
+	if err != nil {
+		return nil, err
+	}
+	var from int64
+	if o, ok := stable.Lookup(topic, sv.Partition); ok {
 		sv.ReadTo = o.Offset
 	}
-
-	dir, err := os.MkdirTemp("", "flechtwerk-state-*")
-	if err != nil {
-		return nil, fmt.Errorf("temporary store directory: %w", err)
+	if o, ok := starts.Lookup(topic, sv.Partition); ok {
+		from = o.Offset
 	}
-	defer os.RemoveAll(dir)
-	st, err := store.Open(ctx, filepath.Join(dir, "store"), store.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("temporary store in %s: %w", dir, err)
+	if from >= sv.ReadTo {
+		return sv, nil
 	}
-	defer st.Close()
-	if _, err := changelog.Restore(ctx, adm, topic, sv.Partition, st, opts...); err != nil {
-		return nil, fmt.Errorf("reading %s partition %d: %w", topic, sv.Partition, err)
-	}
-	v, found, err := st.Get(key)
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("reading key %q from the store of %s partition %d: %w", key, topic, sv.Partition, err)
+		return nil, fmt.Errorf("read client for %s: %w", topic, err)
+	}
+	defer cl.Close()
+	var (
+		v     []byte
+		found bool
+	)
+	err = lso.ReadRange(ctx, cl, topic, sv.Partition, from, sv.ReadTo, func(rs []*kgo.Record) error {
+		for _, r := range rs {
+			if bytes.Equal(r.Key, key) {
+				v, found = r.Value, r.Value != nil // nil: a tombstone
+			}
+		}
+		return nil
+	}, func(offset int64, err error) error {
+		return fmt.Errorf("reading %s partition %d at offset %d: %w", topic, sv.Partition, offset, err)
+	})
+	if err != nil {
+		return nil, err
 	}
 	if !found {
 		return sv, nil
 	}
+	v = bytes.Clone(v)
 	sv.Found, sv.raw = true, v
 	switch {
 	case json.Valid(v):
