@@ -75,7 +75,7 @@ changelog partition up to the last stable offset (exit 1 if absent).
 
 func printUsage(w io.Writer) {
 	fmt.Fprintf(w, "flechtwerk — operate Flechtwerk applications\n\nUsage:\n%s\n", commands)
-	fmt.Fprint(w, "Run \"flechtwerk COMMAND --help\" for a command's flags.\n\nFlags of every command:\n")
+	fmt.Fprint(w, "Run \"flechtwerk COMMAND --help\" for a command's flags.\n\nFlags of every Kafka command:\n")
 	var c common
 	printFlags(w, newFlags("", Env{Getenv: func(string) string { return "" }}, &c), func(name string) bool { return connFlag(name) || name == "json" || name == "timeout" })
 	fmt.Fprint(w, "\nSecrets are read from files or the environment, never from the command line.\nExit codes: 0 ok, 1 error, 2 usage.\n")
