@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk"
@@ -373,16 +374,9 @@ type source struct {
 	rn *run
 }
 
+// Lag returns the lag of every partition of the input topics, whichever
+// instance runs it: lag stays visible while any instance lives.
 func (s source) Lag(ctx context.Context) (map[imetrics.TP]int64, error) {
-	s.o.qmu.RLock()
-	owned := make([]int32, 0, len(s.o.stores))
-	for n := range s.o.stores {
-		owned = append(owned, n)
-	}
-	s.o.qmu.RUnlock()
-	if len(owned) == 0 {
-		return nil, nil
-	}
 	c := s.o.cfg
 	lso, err := s.rn.adm.ListCommittedOffsets(ctx, c.InputTopics...)
 	if err != nil {
@@ -392,20 +386,17 @@ func (s source) Lag(ctx context.Context) (map[imetrics.TP]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[imetrics.TP]int64, len(owned)*len(c.InputTopics))
-	for _, topic := range c.InputTopics {
-		for _, n := range owned {
-			end, ok := lso.Lookup(topic, n)
-			if !ok || end.Err != nil {
-				continue
-			}
-			at := int64(0)
-			if o, ok := committed.Lookup(topic, n); ok && o.Err == nil && o.At >= 0 {
-				at = o.At
-			}
-			out[imetrics.TP{Topic: topic, Partition: n}] = max(end.Offset-at, 0)
+	out := make(map[imetrics.TP]int64)
+	lso.Each(func(end kadm.ListedOffset) {
+		if end.Err != nil {
+			return
 		}
-	}
+		at := int64(0)
+		if o, ok := committed.Lookup(end.Topic, end.Partition); ok && o.Err == nil && o.At >= 0 {
+			at = o.At
+		}
+		out[imetrics.TP{Topic: end.Topic, Partition: end.Partition}] = max(end.Offset-at, 0)
+	})
 	return out, nil
 }
 

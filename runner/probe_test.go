@@ -4,13 +4,16 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
+	"github.com/flechtwerk/flechtwerk/metrics"
 )
 
 // TestReadyThroughRebalance: an instance is not ready before its first
@@ -147,4 +150,50 @@ func TestHealthyLoop(t *testing.T) {
 	require.NoError(t, inst["a"].stop(t))
 	require.ErrorContains(t, r.Healthy(), "stopped")
 	require.Zero(t, r.ops.beat.Load())
+}
+
+// TestLagEveryPartition: an instance exports the lag of every partition
+// of the inputs, those of the tasks another instance runs included, so
+// that lag stays visible while any instance lives.
+func TestLagEveryPartition(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("lag-in"), kafkatest.Name("lag-out"), kafkatest.Name("lag")
+	const partitions = 4
+	c.CreateTopic(t, in, partitions)
+	c.CreateTopic(t, out, partitions)
+	opts := func(name string) []Opt {
+		return append(coopOpts(c.Brokers, app, in, t.TempDir(), name), WithKafkaOpts(c.Opts()...))
+	}
+	reg := prometheus.NewRegistry()
+	inst := map[string]*instance{}
+	inst["a"] = startInstance(t, echoCount(out), append(opts("a"), Metrics(reg))...)
+	inst["b"] = startInstance(t, echoCount(out), opts("b")...)
+	got := groupTasks(t, c, app, map[string]int{"a": partitions / 2, "b": partitions / 2}, inst)
+	require.Len(t, inst["a"].running(), partitions/2)
+
+	lag := func() map[int32]float64 {
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		out := map[int32]float64{}
+		for _, mf := range mfs {
+			if mf.GetName() != metrics.ConsumerLag {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "partition" {
+						p, err := strconv.ParseInt(l.GetValue(), 10, 32)
+						require.NoError(t, err)
+						out[int32(p)] = m.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+		return out
+	}
+	l := lag()
+	require.Len(t, l, partitions, "a exports the lag of every partition: %v", l)
+	for _, p := range got["b"] {
+		require.Contains(t, l, p, "a exports the lag of b's task %d", p)
+	}
 }
