@@ -110,8 +110,8 @@ func (r *Runner) Healthy() error {
 // LivenessBound is how long the main loop of a transformer may go without
 // coming round before Healthy fails: 2*BatchTimeout + 1 minute (2 minutes
 // by default). The loop comes round at least every few seconds, records
-// or not; it waits for the tasks only in a rebalance, for at most a commit
-// (BatchTimeout) of the tasks that move.
+// or not; it waits for the tasks only in a rebalance: for the commit of a
+// revoked task (bounded by BatchTimeout) or its fence in flight.
 func (r *Runner) LivenessBound() time.Duration { return 2*r.cfg.BatchTimeout + time.Minute }
 
 // Ready reports nil while this instance can serve its tasks: once its
