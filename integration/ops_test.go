@@ -170,7 +170,7 @@ func TestMetricsCount(t *testing.T) {
 	require.GreaterOrEqual(t, writes, float64(keys))
 	inBytes, _ := sum(t, reg, metrics.InputBytes, map[string]string{"topic": in})
 	require.Equal(t, keyValueBytes(ins), inBytes)
-	outBytes, _ := sum(t, reg, metrics.OutputBytes, nil)
+	outBytes, _ := sum(t, reg, metrics.OutputBytes, map[string]string{"topic": out})
 	require.Equal(t, keyValueBytes(c.ReadCommitted(t, out)), outBytes)
 	commits, _ := sum(t, reg, metrics.CommitDuration, nil)
 	require.Equal(t, committed, commits, "one commit latency per transaction")

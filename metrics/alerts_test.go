@@ -23,6 +23,9 @@ import (
 // put a quantile above it), and the bucket bounds the rule tests use are
 // its own; with promtool installed, the rules check and their unit tests
 // (docs/alerts_test.yml) pass.
+// runbookBase is the page the rules' runbook_url annotations link to.
+const runbookBase = "https://github.com/flechtwerk/flechtwerk/blob/main/docs/operations.md"
+
 func TestAlertRules(t *testing.T) {
 	guide, err := os.ReadFile("../docs/operations.md")
 	require.NoError(t, err)
@@ -78,6 +81,36 @@ func TestAlertRules(t *testing.T) {
 			v, err := strconv.ParseFloat(le[1], 64)
 			require.NoError(t, err)
 			require.Contains(t, bounds, v, "docs/alerts_test.yml uses le=%q, a bucket bound of the runner's histogram", le[1])
+		}
+	})
+
+	t.Run("every rule has a severity, a summary and a runbook", func(t *testing.T) {
+		blocks := strings.Split(string(rules), "  - alert: ")[1:]
+		require.NotEmpty(t, blocks)
+		for _, b := range blocks {
+			name := b[:strings.Index(b, "\n")]
+			require.Regexp(t, `\n    labels:\n      severity: (critical|warning)\n`, b, "%s has a severity", name)
+			require.Regexp(t, `\n      summary: "[^"]+"\n`, b, "%s has a summary", name)
+			anchor := strings.ToLower(name)
+			require.Contains(t, b, "\n      runbook_url: "+runbookBase+"#"+anchor+"\n", "%s links its runbook", name)
+			require.Contains(t, string(guide), "\n### "+name+"\n", "operations.md has the runbook of %s (anchor #%s)", name, anchor)
+		}
+	})
+
+	t.Run("every rule is tested firing and silent", func(t *testing.T) {
+		names := regexp.MustCompile(`(?m)^  - alert: (\w+)$`).FindAllStringSubmatch(string(rules), -1)
+		evals := regexp.MustCompile(`(?m)^      - eval_time: \w+\n        alertname: (\w+)\n(        exp_alerts:)?`).FindAllStringSubmatch(string(tests), -1)
+		fires, silent := map[string]bool{}, map[string]bool{}
+		for _, e := range evals {
+			if e[2] != "" {
+				fires[e[1]] = true
+			} else {
+				silent[e[1]] = true
+			}
+		}
+		for _, n := range names {
+			require.True(t, fires[n[1]], "docs/alerts_test.yml has a case where %s fires", n[1])
+			require.True(t, silent[n[1]], "docs/alerts_test.yml has a case where %s stays silent", n[1])
 		}
 	})
 

@@ -22,56 +22,57 @@ type Metric struct {
 
 // Names of the metrics. They are stable: a rename is a breaking change.
 const (
-	RunnerState         = "flechtwerk_runner_state"
-	RecordsIn           = "flechtwerk_records_in_total"
-	RecordsOut          = "flechtwerk_records_out_total"
-	InputBytes          = "flechtwerk_input_bytes_total"
-	OutputBytes         = "flechtwerk_output_bytes_total"
-	StateWrites         = "flechtwerk_state_writes_total"
-	StateValueBytes     = "flechtwerk_state_value_bytes"
-	InvalidRecords      = "flechtwerk_invalid_records_total"
-	DeadLetters         = "flechtwerk_dead_letters_total"
-	BatchRecords        = "flechtwerk_batch_records"
-	BatchDuration       = "flechtwerk_batch_duration_seconds"
-	RecordDuration      = "flechtwerk_record_duration_seconds"
-	TxnCommitted        = "flechtwerk_transactions_committed_total"
-	TxnAborted          = "flechtwerk_transactions_aborted_total"
-	CommitDuration      = "flechtwerk_commit_duration_seconds"
-	Fenced              = "flechtwerk_fenced_total"
-	TaskRestarts        = "flechtwerk_task_restarts_total"
-	Rebalances          = "flechtwerk_rebalances_total"
-	RebalanceDuration   = "flechtwerk_rebalance_duration_seconds"
-	Tasks               = "flechtwerk_tasks"
-	RestoreRecords      = "flechtwerk_restore_records_total"
-	RestoreRemaining    = "flechtwerk_restore_remaining_offsets"
-	RestoreProgress     = "flechtwerk_restore_progress_ratio"
-	RestoreDuration     = "flechtwerk_restore_duration_seconds"
-	ConsumerLag         = "flechtwerk_consumer_lag_records"
-	StoreEntries        = "flechtwerk_store_entries"
-	StoreBytes          = "flechtwerk_store_bytes"
-	ConfigEntries       = "flechtwerk_config_entries"
-	ExtractorPolls      = "flechtwerk_extractor_polls_total"
-	ExtractorPollErrors = "flechtwerk_extractor_poll_errors_total"
-	ExtractorPages      = "flechtwerk_extractor_pages_total"
-	ExtractorPollTime   = "flechtwerk_extractor_poll_duration_seconds"
-	ExtractorCursorAge  = "flechtwerk_extractor_cursor_age_seconds"
-	StandbyLag          = "flechtwerk_standby_lag_offsets"
+	RunnerState            = "flechtwerk_runner_state"
+	RecordsIn              = "flechtwerk_records_in_total"
+	RecordsOut             = "flechtwerk_records_out_total"
+	InputBytes             = "flechtwerk_input_bytes_total"
+	OutputBytes            = "flechtwerk_output_bytes_total"
+	StateWrites            = "flechtwerk_state_writes_total"
+	StateValueBytes        = "flechtwerk_state_value_bytes"
+	InvalidRecords         = "flechtwerk_invalid_records_total"
+	DeadLetters            = "flechtwerk_dead_letters_total"
+	BatchRecords           = "flechtwerk_batch_records"
+	BatchDuration          = "flechtwerk_batch_duration_seconds"
+	BatchTransformDuration = "flechtwerk_batch_transform_duration_seconds"
+	TxnCommitted           = "flechtwerk_transactions_committed_total"
+	TxnAborted             = "flechtwerk_transactions_aborted_total"
+	CommitDuration         = "flechtwerk_commit_duration_seconds"
+	Fenced                 = "flechtwerk_fenced_total"
+	TaskRestarts           = "flechtwerk_task_restarts_total"
+	Rebalances             = "flechtwerk_rebalances_total"
+	RebalanceDuration      = "flechtwerk_rebalance_duration_seconds"
+	Tasks                  = "flechtwerk_tasks"
+	RestoreRecords         = "flechtwerk_restore_records_total"
+	RestoreRemaining       = "flechtwerk_restore_remaining_offsets"
+	RestoreProgress        = "flechtwerk_restore_progress_ratio"
+	RestoreDuration        = "flechtwerk_restore_duration_seconds"
+	ConsumerLag            = "flechtwerk_consumer_lag_offsets"
+	StoreEntries           = "flechtwerk_store_entries"
+	StoreBytes             = "flechtwerk_store_bytes"
+	ConfigEntries          = "flechtwerk_config_entries"
+	ExtractorPolls         = "flechtwerk_extractor_polls_total"
+	ExtractorPollErrors    = "flechtwerk_extractor_poll_errors_total"
+	ExtractorPages         = "flechtwerk_extractor_pages_total"
+	ExtractorPollTime      = "flechtwerk_extractor_poll_duration_seconds"
+	ExtractorCursorAge     = "flechtwerk_extractor_cursor_age_seconds"
+	StandbyLag             = "flechtwerk_standby_lag_offsets"
+	BuildInfo              = "flechtwerk_build_info"
 )
 
 var catalog = []Metric{
 	{RunnerState, Gauge, "state", []string{"state"}, "1 for the runner's current state (starting, restoring, running, rebalancing, stopping, stopped, failed), 0 for the others."},
 
 	{RecordsIn, Counter, "records", []string{"topic", "partition"}, "Input records committed (transaction markers excluded), counted when their transaction commits, or an interval that wrote nothing commits its offsets. Transformer."},
-	{RecordsOut, Counter, "records", []string{"partition"}, "Output records of committed transactions (a transformer's emits and dead letters, an extractor's page records; partition is the task or token)."},
+	{RecordsOut, Counter, "records", []string{"topic", "partition"}, "Output records of committed transactions, per output topic (a transformer's emits and dead letters, an extractor's page records; partition is the task or token)."},
 	{InputBytes, Counter, "bytes", []string{"topic", "partition"}, "Key plus value bytes of the input records committed (counted like records_in). Transformer."},
-	{OutputBytes, Counter, "bytes", []string{"partition"}, "Key plus value bytes of the output records of committed transactions. Transformer."},
+	{OutputBytes, Counter, "bytes", []string{"topic", "partition"}, "Key plus value bytes of the output records of committed transactions, per output topic. Transformer."},
 	{StateWrites, Counter, "writes", []string{"partition"}, "Changelog writes (puts and tombstones, last write per key per transaction) of committed transactions. Transformer."},
 	{StateValueBytes, Histogram, "bytes", nil, "Size of each state value written to the changelog by a committed transaction (tombstones excluded). Transformer."},
 	{InvalidRecords, Counter, "records", []string{"policy"}, "Input records the invalid-record policy handled (skip, substitute, dead-letter), counted when they commit. Transformer."},
 	{DeadLetters, Counter, "records", []string{"topic"}, "Records routed to a dead-letter topic inside a committed transaction. Transformer."},
 	{BatchRecords, Histogram, "records", nil, "Input records per chunk a task processed (at most MaxPollRecords; a transaction holds the chunks of one commit interval). Transformer."},
 	{BatchDuration, Histogram, "seconds", nil, "Time of one chunk of a task: transform, and its outputs handed to the open transaction (not the commit). Transformer."},
-	{RecordDuration, Histogram, "seconds", nil, "Mean transform time per record of one chunk (observed once per chunk). Transformer."},
+	{BatchTransformDuration, Histogram, "seconds", nil, "Time of the transform of one chunk, all its records (observed once per chunk; the mean per record is the rate of its _sum over the rate of flechtwerk_batch_records_sum). Transformer."},
 	{TxnCommitted, Counter, "transactions", []string{"partition"}, "Transactions committed (a transformer task's commit intervals, an extractor's pages; not the offsets-only commits of intervals that wrote nothing)."},
 	{TxnAborted, Counter, "transactions", []string{"partition", "reason"}, "What a task processed since its last commit that ended without one, once per failure: reason transform (a transform error), commit (beginning or committing the transaction, or the offsets-only commit, failed), timeout (BatchTimeout), fenced (another instance took the task)."},
 	{CommitDuration, Histogram, "seconds", nil, "Time of one transaction commit: changelog records, result checks, offsets and EndTxn (failed commits included)."},
@@ -84,7 +85,7 @@ var catalog = []Metric{
 	{RestoreRemaining, Gauge, "offsets", []string{"partition"}, "Changelog offsets left to read by the restore of a task (0 once restored)."},
 	{RestoreProgress, Gauge, "ratio", []string{"partition"}, "Fraction of the changelog partition's offsets a restore has read (1 once restored)."},
 	{RestoreDuration, Histogram, "seconds", nil, "Time of one task restore (buckets up to 30 minutes)."},
-	{ConsumerLag, Gauge, "records", []string{"topic", "partition"}, "Last stable offset minus the group's committed offset, per input partition of a task this instance runs; computed at scrape time (at most once per second, one ListOffsets and one OffsetFetch). Transformer."},
+	{ConsumerLag, Gauge, "offsets", []string{"topic", "partition"}, "Last stable offset minus the group's committed offset, for every partition of the input topics (not only those of this instance's tasks: every live instance exports the same values, aggregate with max by partition); computed at scrape time (at most once per second, one ListOffsets and one OffsetFetch). Transformer."},
 	{StoreEntries, Gauge, "entries", []string{"partition"}, "Keys in the store of a running task, counted at scrape time (at most once per 30s per store)."},
 	{StoreBytes, Gauge, "bytes", []string{"partition"}, "Disk space of the store of a running task (Pebble DiskSpaceUsage)."},
 	{StandbyLag, Gauge, "offsets", []string{"partition"}, "Changelog offsets the store of a standby replica of this instance is behind its changelog partition's last stable offset: what a failover of the task to this instance would replay; computed at scrape time (at most once per second, one ListOffsets). Transformer."},
@@ -93,6 +94,7 @@ var catalog = []Metric{
 	{ExtractorPollErrors, Counter, "polls", []string{"partition"}, "Polls that ended with an error (they end Run). Extractor."},
 	{ExtractorPages, Counter, "pages", []string{"partition"}, "Pages committed (each one transaction). Extractor."},
 	{ExtractorPollTime, Histogram, "seconds", nil, "Time of one poll, all its pages included. Extractor."},
+	{BuildInfo, Gauge, "info", []string{"version", "go_version", "revision"}, "Always 1: the version of the flechtwerk module the binary was built with (\"(devel)\" or \"unknown\" when not recorded), its Go version and its VCS revision (\"unknown\" when not recorded), from runtime/debug.ReadBuildInfo."},
 	{ExtractorCursorAge, Gauge, "seconds", nil, "Seconds since the stalest live config this instance polled last ended a poll successfully. Extractor."},
 }
 

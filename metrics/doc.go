@@ -4,8 +4,10 @@
 // Metrics are off by default and nothing is registered globally: pass a
 // registry with runner.Metrics(reg). Every metric carries the constant
 // label application_id; partition is the task (input partition number) or
-// the extractor's token, topic an input topic. Names are stable and end in
-// their unit (_total for counters, _seconds, _bytes, _records, _ratio).
+// the extractor's token, topic an input topic (an output topic for the
+// output metrics). Names are stable and end in their unit (_total for
+// counters, _seconds, _bytes, _records, _offsets, _ratio; _info for the
+// build info).
 // Two runners of one application id cannot share a registry (their series
 // would collide); New reports that.
 //
@@ -14,16 +16,16 @@
 //
 //	flechtwerk_runner_state{state}                       gauge      1 for the current state
 //	flechtwerk_records_in_total{topic,partition}         counter    input records committed
-//	flechtwerk_records_out_total{partition}              counter    output records committed
+//	flechtwerk_records_out_total{topic,partition}        counter    output records committed
 //	flechtwerk_input_bytes_total{topic,partition}        counter    key+value bytes in, committed
-//	flechtwerk_output_bytes_total{partition}             counter    key+value bytes out, committed
+//	flechtwerk_output_bytes_total{topic,partition}       counter    key+value bytes out, committed
 //	flechtwerk_state_writes_total{partition}             counter    changelog writes committed
 //	flechtwerk_state_value_bytes                         histogram  size of each state value written
 //	flechtwerk_invalid_records_total{policy}             counter    committed records an invalid-record policy handled
 //	flechtwerk_dead_letters_total{topic}                 counter    records committed to a dead-letter topic
 //	flechtwerk_batch_records                             histogram  records per chunk of a task
 //	flechtwerk_batch_duration_seconds                    histogram  chunk time, transform to open transaction
-//	flechtwerk_record_duration_seconds                   histogram  mean transform time per record of a chunk
+//	flechtwerk_batch_transform_duration_seconds          histogram  transform time of a chunk
 //	flechtwerk_transactions_committed_total{partition}   counter    transactions committed
 //	flechtwerk_transactions_aborted_total{partition,reason} counter processed, not committed
 //	flechtwerk_commit_duration_seconds                   histogram  commit latency
@@ -36,7 +38,7 @@
 //	flechtwerk_restore_remaining_offsets{partition}      gauge      changelog offsets left to restore
 //	flechtwerk_restore_progress_ratio{partition}         gauge      restore progress, 0..1
 //	flechtwerk_restore_duration_seconds                  histogram  restore time
-//	flechtwerk_consumer_lag_records{topic,partition}     gauge      LSO minus committed offset
+//	flechtwerk_consumer_lag_offsets{topic,partition}     gauge      LSO minus committed offset, every input partition
 //	flechtwerk_store_entries{partition}                  gauge      keys in a task's store
 //	flechtwerk_store_bytes{partition}                    gauge      disk space of a task's store
 //	flechtwerk_standby_lag_offsets{partition}            gauge      LSO minus a standby replica's checkpoint
@@ -46,10 +48,12 @@
 //	flechtwerk_extractor_pages_total{partition}          counter    pages committed
 //	flechtwerk_extractor_poll_duration_seconds           histogram  poll time
 //	flechtwerk_extractor_cursor_age_seconds              gauge      since the stalest config's last good poll
+//	flechtwerk_build_info{version,go_version,revision}   gauge      1, labelled with the build
 //
 // Values that need I/O or a scan are computed when the registry is
-// gathered, from the running Run: the lag (one ListOffsets and one
-// OffsetFetch, at most once per second), the standby lag (one more
+// gathered, from the running Run: the lag of every input partition,
+// whichever instance runs it (one ListOffsets and one OffsetFetch, at most
+// once per second), the standby lag (one more
 // ListOffsets), store entries (a key count, at most once per 30s per
 // store) and bytes, the config entries and cursor age. Records, bytes,
 // state writes and policy counts are counted when the transaction (or the

@@ -10,19 +10,23 @@ import (
 // Status is what the probes ask; *runner.Runner implements it.
 type Status interface {
 	// Healthy reports nil while Run is alive (starting, restoring,
-	// running, rebalancing, stopping), else why not.
+	// running, rebalancing, stopping) and its main loop comes round,
+	// else why not.
 	Healthy() error
-	// Ready reports nil while every task of the instance is restored and
-	// fetching, else why not.
+	// Ready reports nil while the instance can serve its tasks (its
+	// first assignment was restored, and Run is not stopping or ended),
+	// else why not. Rebalances do not make it unready.
 	Ready() error
 }
 
 // Handler serves the probes and the metrics:
 //
 //   - /healthz: 200 "ok" while s is healthy, else 503 with the reason
-//     (for a liveness probe: it fails once Run ended, with Run's error);
+//     (for a liveness probe: it fails once Run ended, with Run's error,
+//     or when the main loop stalled);
 //   - /readyz: 200 "ok" while s is ready, else 503 with the reason (for a
-//     readiness probe; restores and rebalances make it fail);
+//     readiness probe: it fails until the first assignment is restored
+//     and once Run stops; rebalances and later restores do not);
 //   - /metrics: g in the Prometheus exposition format (404 when g is nil).
 func Handler(s Status, g prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()

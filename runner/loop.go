@@ -14,6 +14,9 @@ import (
 	"github.com/flechtwerk/flechtwerk/task"
 )
 
+// loopTick is the longest a poll of the main loop waits for records.
+const loopTick = 5 * time.Second
+
 // loop polls and hands every partition's records to its task's worker
 // until ctx is canceled, the client closes or an error (of a worker, a
 // poll, or a group callback) ends it. It never waits for a task's
@@ -30,8 +33,11 @@ func (rn *run) loop(ctx context.Context) error {
 			return err
 		}
 		rn.startRestores(ctx)
+		rn.r.ops.tick()
 
-		pollCtx, cancel := context.WithCancel(ctx)
+		// A poll ends after loopTick without records, so that the loop
+		// comes round (liveness, see Runner.Healthy).
+		pollCtx, cancel := context.WithTimeout(ctx, loopTick)
 		stop := make(chan struct{})
 		go func() {
 			select {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk"
@@ -86,7 +87,9 @@ func (r *Runner) State() (State, error) {
 }
 
 // Healthy reports nil while Run is alive, else why not: Run not called,
-// or ended (with its error). For liveness probes; see metrics.Handler.
+// or ended (with its error), or, for a transformer, its main loop (the
+// one that polls and hands records to the tasks) did not come round for
+// longer than LivenessBound. For liveness probes; see metrics.Handler.
 func (r *Runner) Healthy() error {
 	switch s, err := r.State(); s {
 	case NotStarted:
@@ -96,16 +99,38 @@ func (r *Runner) Healthy() error {
 	case Failed:
 		return fmt.Errorf("runner: failed: %w", err)
 	}
+	if at := r.ops.beat.Load(); at != 0 {
+		if d := time.Since(time.Unix(0, at)); d > r.LivenessBound() {
+			return fmt.Errorf("runner: the main loop has not come round for %s (bound %s)", d.Round(time.Second), r.LivenessBound())
+		}
+	}
 	return nil
 }
 
-// Ready reports nil while the runner is Running: every task this instance
-// owns is restored and fetching. For readiness probes.
+// LivenessBound is how long the main loop of a transformer may go without
+// coming round before Healthy fails: 2*BatchTimeout + 1 minute (2 minutes
+// by default). The loop comes round at least every few seconds, records
+// or not; it waits for the tasks only in a rebalance: for the commit of a
+// revoked task (bounded by BatchTimeout) or its fence in flight.
+func (r *Runner) LivenessBound() time.Duration { return 2*r.cfg.BatchTimeout + time.Minute }
+
+// Ready reports nil while this instance can serve its tasks: once its
+// first assignment is restored and fetching (an extractor: once Run
+// started) and until Run stops or fails. A rebalance does not make it
+// unready, nor the restore of a task that moves here later: cooperative
+// rebalancing keeps the tasks that stay running. For readiness probes.
 func (r *Runner) Ready() error {
-	if s, _ := r.State(); s != Running {
-		return fmt.Errorf("runner: not ready: %s", s)
+	r.ops.mu.Lock()
+	s, served := r.ops.state, r.ops.served
+	r.ops.mu.Unlock()
+	switch s {
+	case Restoring, Running, Rebalancing:
+		if served {
+			return nil
+		}
+		return fmt.Errorf("runner: not ready: %s its first assignment", s)
 	}
-	return nil
+	return fmt.Errorf("runner: not ready: %s", s)
 }
 
 // Handler returns the http.Handler of metrics.Handler for this runner:
@@ -124,6 +149,7 @@ type ops struct {
 	err       error
 	rebalAt   time.Time // start of the rebalance in progress
 	assigned  bool      // an assignment arrived since it started
+	served    bool      // the first assignment was restored and fetching
 	restoring map[int32]time.Time
 	rn        *run
 	// starts counts, per task, the times this Runner started (fenced)
@@ -137,6 +163,9 @@ type ops struct {
 	eager bool
 	// restarts counts the tasks re-initialized after a transient error.
 	restarts atomic.Int64
+	// beat is when the main loop last came round (UnixNano; 0: no loop
+	// runs, or not a transformer).
+	beat atomic.Int64
 
 	// qmu guards stores: queries hold it shared; the runner takes it
 	// exclusively before any store of a running task closes.
@@ -171,11 +200,14 @@ func (o *ops) set(s State, err error) {
 // *errp. An extractor is Running at once (its tokens restore
 // independently).
 func (o *ops) begin(ctx context.Context, extractor bool) func(errp *error) {
+	o.mu.Lock()
+	o.served = extractor
 	if extractor {
-		o.set(Running, nil)
+		o.setLocked(Running, nil)
 	} else {
-		o.set(Starting, nil)
+		o.setLocked(Starting, nil)
 	}
+	o.mu.Unlock()
 	stop := context.AfterFunc(ctx, func() {
 		o.mu.Lock()
 		if o.state < Stopping {
@@ -185,6 +217,7 @@ func (o *ops) begin(ctx context.Context, extractor bool) func(errp *error) {
 	})
 	return func(errp *error) {
 		stop()
+		o.beat.Store(0)
 		if *errp != nil {
 			o.set(Failed, *errp)
 		} else {
@@ -192,6 +225,9 @@ func (o *ops) begin(ctx context.Context, extractor bool) func(errp *error) {
 		}
 	}
 }
+
+// tick records that the main loop came round.
+func (o *ops) tick() { o.beat.Store(time.Now().UnixNano()) }
 
 // consumerOpts are the group member options of ops: the advertised
 // address.
@@ -292,6 +328,7 @@ func (o *ops) tasks(running, pending map[int32]*task.Task, starting int) {
 		o.setLocked(Restoring, nil)
 	case o.assigned:
 		o.setLocked(Running, nil)
+		o.served = true
 		if !o.rebalAt.IsZero() {
 			o.m.RebalanceDone(time.Since(o.rebalAt))
 			o.rebalAt = time.Time{}
@@ -337,16 +374,9 @@ type source struct {
 	rn *run
 }
 
+// Lag returns the lag of every partition of the input topics, whichever
+// instance runs it: lag stays visible while any instance lives.
 func (s source) Lag(ctx context.Context) (map[imetrics.TP]int64, error) {
-	s.o.qmu.RLock()
-	owned := make([]int32, 0, len(s.o.stores))
-	for n := range s.o.stores {
-		owned = append(owned, n)
-	}
-	s.o.qmu.RUnlock()
-	if len(owned) == 0 {
-		return nil, nil
-	}
 	c := s.o.cfg
 	lso, err := s.rn.adm.ListCommittedOffsets(ctx, c.InputTopics...)
 	if err != nil {
@@ -356,20 +386,17 @@ func (s source) Lag(ctx context.Context) (map[imetrics.TP]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[imetrics.TP]int64, len(owned)*len(c.InputTopics))
-	for _, topic := range c.InputTopics {
-		for _, n := range owned {
-			end, ok := lso.Lookup(topic, n)
-			if !ok || end.Err != nil {
-				continue
-			}
-			at := int64(0)
-			if o, ok := committed.Lookup(topic, n); ok && o.Err == nil && o.At >= 0 {
-				at = o.At
-			}
-			out[imetrics.TP{Topic: topic, Partition: n}] = max(end.Offset-at, 0)
+	out := make(map[imetrics.TP]int64)
+	lso.Each(func(end kadm.ListedOffset) {
+		if end.Err != nil {
+			return
 		}
-	}
+		at := int64(0)
+		if o, ok := committed.Lookup(end.Topic, end.Partition); ok && o.Err == nil && o.At >= 0 {
+			at = o.At
+		}
+		out[imetrics.TP{Topic: end.Topic, Partition: end.Partition}] = max(end.Offset-at, 0)
+	})
 	return out, nil
 }
 

@@ -87,10 +87,9 @@ func (t *Task) Add(ctx context.Context, b *Batch) error {
 	for _, r := range b.outputs {
 		n := int64(len(r.Key) + len(r.Value))
 		o.bytes += n
-		o.stats.outputBytes += n
+		o.stats.outputs = addOutput(o.stats.outputs, r.Topic, n) // before Send: the producer owns r after it
 		o.txn.Send(r)
 	}
-	o.stats.outputs += len(b.outputs)
 	if o.overlay == nil && len(b.writes) > 0 {
 		o.overlay = make(map[string]store.Write, len(b.writes))
 	}

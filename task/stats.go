@@ -14,8 +14,7 @@ import (
 // counts only.
 type Stats struct {
 	inputs        []topicInput
-	outputs       int
-	outputBytes   int64
+	outputs       []topicInput
 	writes        []store.Write
 	invalid       invalidCounts
 	transactional bool
@@ -42,9 +41,13 @@ func (s *Stats) Inputs(fn func(topic string, records int, bytes int64)) {
 	}
 }
 
-// Outputs returns the output records of the commit and their key plus
-// value bytes.
-func (s *Stats) Outputs() (records int, bytes int64) { return s.outputs, s.outputBytes }
+// Outputs calls fn for every output topic with records in the commit:
+// the output records and their key plus value bytes.
+func (s *Stats) Outputs(fn func(topic string, records int, bytes int64)) {
+	for _, out := range s.outputs {
+		fn(out.topic, out.records, out.bytes)
+	}
+}
 
 // StateWrites returns the changelog writes of the commit (puts and
 // tombstones, one per key).
@@ -88,6 +91,20 @@ func addInputs(ins []topicInput, recs []*kgo.Record) []topicInput {
 		ins[i].bytes += int64(len(r.Key) + len(r.Value))
 	}
 	return ins
+}
+
+// addOutput counts an output record of bytes to topic into outs.
+func addOutput(outs []topicInput, topic string, bytes int64) []topicInput {
+	i := len(outs) - 1
+	if i < 0 || outs[i].topic != topic {
+		if i = findInput(outs, topic); i < 0 {
+			outs = append(outs, topicInput{topic: topic})
+			i = len(outs) - 1
+		}
+	}
+	outs[i].records++
+	outs[i].bytes += bytes
+	return outs
 }
 
 func findInput(ins []topicInput, topic string) int {

@@ -161,7 +161,7 @@ func (p *page) commitNow(ctx context.Context, cursor []byte, hasCursor bool) err
 		p.fail(fmt.Errorf("extractor: committing page of config %q (token %d): %w", p.key, p.tk.n, err))
 		return p.err
 	}
-	p.rn.o.Metrics.Page(p.tk.n, len(p.recs))
+	p.rn.o.Metrics.Page(p.tk.n, p.recs)
 	p.recs = nil
 	p.pages++
 	return nil

@@ -30,12 +30,12 @@ func (f fakeInterval) Inputs(fn func(string, int, int64)) {
 	}
 	fn("in", len(f.recs), bytes)
 }
-func (f fakeInterval) Outputs() (int, int64) {
+func (f fakeInterval) Outputs(fn func(string, int, int64)) {
 	var bytes int64
 	for _, r := range f.res.Outputs {
 		bytes += int64(len(r.Key) + len(r.Value))
 	}
-	return len(f.res.Outputs), bytes
+	fn("out", len(f.res.Outputs), bytes)
 }
 func (f fakeInterval) StateWrites() int { return len(f.res.Writes) }
 func (f fakeInterval) StateValues(fn func(int)) {

@@ -11,11 +11,14 @@ package metrics
 import (
 	"context"
 	"errors"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk/fencing"
 	pub "github.com/flechtwerk/flechtwerk/metrics"
@@ -24,25 +27,25 @@ import (
 
 // Recorder holds the registered collectors of one runner.
 type Recorder struct {
-	recordsIn, inBytes                  *prometheus.CounterVec
-	recordsOut, outBytes, stateWrites   *prometheus.CounterVec
-	stateValue                          prometheus.Histogram
-	invalid, deadLetters                *prometheus.CounterVec
-	batchRecords, batchTime, recordTime prometheus.Histogram
-	committed, aborted, fenced          *prometheus.CounterVec
-	restarts                            *prometheus.CounterVec
-	commitTime                          prometheus.Histogram
-	rebalances                          prometheus.Counter
-	rebalanceTime                       prometheus.Histogram
-	tasks, runnerState                  *prometheus.GaugeVec
-	restoreRecords                      *prometheus.CounterVec
-	restoreRemaining, restoreProgress   *prometheus.GaugeVec
-	restoreTime                         prometheus.Histogram
-	polls, pollErrors, pages            *prometheus.CounterVec
-	pollTime                            prometheus.Histogram
-	lagDesc, entriesDesc, bytesDesc     *prometheus.Desc
-	standbyLagDesc                      *prometheus.Desc
-	configDesc, cursorAgeDesc           *prometheus.Desc
+	recordsIn, inBytes                 *prometheus.CounterVec
+	recordsOut, outBytes, stateWrites  *prometheus.CounterVec
+	stateValue                         prometheus.Histogram
+	invalid, deadLetters               *prometheus.CounterVec
+	batchRecords, batchTime, transform prometheus.Histogram
+	committed, aborted, fenced         *prometheus.CounterVec
+	restarts                           *prometheus.CounterVec
+	commitTime                         prometheus.Histogram
+	rebalances                         prometheus.Counter
+	rebalanceTime                      prometheus.Histogram
+	tasks, runnerState                 *prometheus.GaugeVec
+	restoreRecords                     *prometheus.CounterVec
+	restoreRemaining, restoreProgress  *prometheus.GaugeVec
+	restoreTime                        prometheus.Histogram
+	polls, pollErrors, pages           *prometheus.CounterVec
+	pollTime                           prometheus.Histogram
+	lagDesc, entriesDesc, bytesDesc    *prometheus.Desc
+	standbyLagDesc                     *prometheus.Desc
+	configDesc, cursorAgeDesc          *prometheus.Desc
 
 	mu      sync.Mutex
 	src     Source
@@ -67,8 +70,7 @@ type TP struct {
 // Source gives the scrape-time values of a running Run. Any method may be
 // left to return nothing.
 type Source interface {
-	// Lag returns the lag of the input partitions of this instance's
-	// tasks.
+	// Lag returns the lag of every partition of the input topics.
 	Lag(ctx context.Context) (map[TP]int64, error)
 	// Stores calls fn for the store of every running task; the store
 	// stays open during the call.
@@ -133,7 +135,7 @@ func New(reg prometheus.Registerer, app string) (*Recorder, error) {
 	r.invalid, r.deadLetters = counter(pub.InvalidRecords), counter(pub.DeadLetters)
 	r.batchRecords = hist(pub.BatchRecords, prometheus.ExponentialBuckets(1, 2, 14))
 	r.batchTime = hist(pub.BatchDuration, secs)
-	r.recordTime = hist(pub.RecordDuration, prometheus.ExponentialBuckets(1e-7, 4, 14))
+	r.transform = hist(pub.BatchTransformDuration, secs)
 	r.committed, r.aborted, r.fenced = counter(pub.TxnCommitted), counter(pub.TxnAborted), counter(pub.Fenced)
 	r.restarts = counter(pub.TaskRestarts)
 	r.commitTime = hist(pub.CommitDuration, secs)
@@ -147,6 +149,10 @@ func New(reg prometheus.Registerer, app string) (*Recorder, error) {
 	r.restoreTime = hist(pub.RestoreDuration, restoreBuckets)
 	r.polls, r.pollErrors, r.pages = counter(pub.ExtractorPolls), counter(pub.ExtractorPollErrors), counter(pub.ExtractorPages)
 	r.pollTime = hist(pub.ExtractorPollTime, secs)
+	bi := byName[pub.BuildInfo]
+	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: pub.BuildInfo, Help: bi.Help, ConstLabels: buildLabels()})
+	build.Set(1)
+	errs = append(errs, reg.Register(build))
 	r.lagDesc, r.entriesDesc, r.bytesDesc = desc(pub.ConsumerLag), desc(pub.StoreEntries), desc(pub.StoreBytes)
 	r.configDesc, r.cursorAgeDesc = desc(pub.ConfigEntries), desc(pub.ExtractorCursorAge)
 	r.standbyLagDesc = desc(pub.StandbyLag)
@@ -166,7 +172,7 @@ type Interval interface {
 	// commit through the group member.
 	Transactional() bool
 	Inputs(fn func(topic string, records int, bytes int64))
-	Outputs() (records int, bytes int64)
+	Outputs(fn func(topic string, records int, bytes int64))
 	StateWrites() int
 	StateValues(fn func(n int))
 }
@@ -188,10 +194,10 @@ func (r *Recorder) Committed(partition int32, s Interval, d time.Duration) {
 	}
 	r.committed.WithLabelValues(p).Inc()
 	r.commitTime.Observe(d.Seconds())
-	if n, bytes := s.Outputs(); n > 0 {
-		r.recordsOut.WithLabelValues(p).Add(float64(n))
-		r.outBytes.WithLabelValues(p).Add(float64(bytes))
-	}
+	s.Outputs(func(topic string, n int, bytes int64) {
+		r.recordsOut.WithLabelValues(topic, p).Add(float64(n))
+		r.outBytes.WithLabelValues(topic, p).Add(float64(bytes))
+	})
 	if n := s.StateWrites(); n > 0 {
 		r.stateWrites.WithLabelValues(p).Add(float64(n))
 		s.StateValues(func(n int) { r.stateValue.Observe(float64(n)) })
@@ -232,6 +238,41 @@ func (r *Recorder) TaskRestarted(partition int32) {
 	r.restarts.WithLabelValues(part(partition)).Inc()
 }
 
+// module is the path of the library's module.
+const module = "github.com/flechtwerk/flechtwerk"
+
+// buildLabels are the labels of the build info gauge: the library's
+// module version (as the binary records it; "(devel)" in its own
+// repository), the Go version, and the VCS revision of the binary
+// ("unknown" when it was not recorded).
+func buildLabels() prometheus.Labels {
+	l := prometheus.Labels{"version": "unknown", "go_version": runtime.Version(), "revision": "unknown"}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return l
+	}
+	if bi.Main.Path == module {
+		l["version"] = bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path == module {
+			l["version"] = d.Version
+			if d.Replace != nil && d.Replace.Version != "" {
+				l["version"] = d.Replace.Version
+			}
+		}
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && s.Value != "" {
+			l["revision"] = s.Value
+		}
+	}
+	if l["version"] == "" {
+		l["version"] = "unknown"
+	}
+	return l
+}
+
 // Chunk records a chunk of records input records a task's worker took:
 // processing began at began, the transform ended at transformed, and it
 // joined the open transaction now.
@@ -241,9 +282,7 @@ func (r *Recorder) Chunk(records int, began, transformed time.Time) {
 	}
 	r.batchRecords.Observe(float64(records))
 	r.batchTime.Observe(time.Since(began).Seconds())
-	if records > 0 {
-		r.recordTime.Observe(transformed.Sub(began).Seconds() / float64(records))
-	}
+	r.transform.Observe(transformed.Sub(began).Seconds())
 }
 
 // InvalidRecords records n committed input records the invalid-record
@@ -352,14 +391,21 @@ func (r *Recorder) Polled(token int32, key []byte, began time.Time, err error) {
 }
 
 // Page records a committed page of records on token.
-func (r *Recorder) Page(token int32, records int) {
+func (r *Recorder) Page(token int32, recs []*kgo.Record) {
 	if r == nil {
 		return
 	}
 	p := part(token)
 	r.pages.WithLabelValues(p).Inc()
 	r.committed.WithLabelValues(p).Inc()
-	r.recordsOut.WithLabelValues(p).Add(float64(records))
+	for i := 0; i < len(recs); {
+		j := i + 1
+		for j < len(recs) && recs[j].Topic == recs[i].Topic {
+			j++
+		}
+		r.recordsOut.WithLabelValues(recs[i].Topic, p).Add(float64(j - i))
+		i = j
+	}
 }
 
 // Attach sets the scrape-time source of a running Run; the returned
