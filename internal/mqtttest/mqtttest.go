@@ -1,0 +1,107 @@
+package mqtttest
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/stretchr/testify/require"
+)
+
+// EnvBroker names an external broker for the tests (tcp://host:port).
+const EnvBroker = "MQTT_BROKER"
+
+// Broker returns the URL of the test's MQTT broker: MQTT_BROKER, or an
+// embedded broker started for the test.
+func Broker(t testing.TB) string {
+	t.Helper()
+	if u := os.Getenv(EnvBroker); u != "" {
+		return u
+	}
+	return Embedded(t, nil)
+}
+
+// External reports whether the tests run against MQTT_BROKER.
+func External() bool { return os.Getenv(EnvBroker) != "" }
+
+// Embedded starts an embedded broker on a free loopback port (TLS with tc
+// when not nil) and returns its URL; it stops when the test ends.
+func Embedded(t testing.TB, tc *tls.Config) string {
+	t.Helper()
+	addr := FreeAddr(t)
+	s := mochi.New(&mochi.Options{
+		InlineClient: false,
+		Logger:       slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, s.AddHook(new(allowAll), nil))
+	require.NoError(t, s.AddListener(listeners.NewTCP(listeners.Config{ID: "t", Address: addr, TLSConfig: tc})))
+	require.NoError(t, s.Serve())
+	t.Cleanup(func() { _ = s.Close() })
+	if tc != nil {
+		return "ssl://" + addr
+	}
+	return "tcp://" + addr
+}
+
+// FreeAddr returns a loopback address with a port free at the call.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// Publisher is a clean-session QoS 1 publisher.
+type Publisher struct {
+	cl paho.Client
+}
+
+// NewPublisher connects a publisher to url; it disconnects when the test
+// ends.
+func NewPublisher(t testing.TB, url string) *Publisher {
+	t.Helper()
+	opts := paho.NewClientOptions().AddBroker(url).SetClientID(fmt.Sprintf("pub-%d", time.Now().UnixNano())).
+		SetCleanSession(true).SetAutoReconnect(false).SetOrderMatters(false).SetWriteTimeout(10 * time.Second)
+	cl := paho.NewClient(opts)
+	tok := cl.Connect()
+	require.True(t, tok.WaitTimeout(10*time.Second), "connect publisher")
+	require.NoError(t, tok.Error())
+	t.Cleanup(func() { cl.Disconnect(100) })
+	return &Publisher{cl: cl}
+}
+
+// Publish publishes payload to topic at QoS 1 and waits for the PUBACK.
+func (p *Publisher) Publish(t testing.TB, topic string, payload []byte) {
+	t.Helper()
+	tok := p.cl.Publish(topic, 1, false, payload)
+	require.True(t, tok.WaitTimeout(10*time.Second), "publish to %s", topic)
+	require.NoError(t, tok.Error())
+}
+
+// PublishAsync publishes payload to topic at QoS 1 and returns the token.
+func (p *Publisher) PublishAsync(topic string, payload []byte) paho.Token {
+	return p.cl.Publish(topic, 1, false, payload)
+}
+
+// allowAll lets every client connect and use every topic.
+type allowAll struct{ mochi.HookBase }
+
+func (*allowAll) ID() string { return "allow-all" }
+
+func (*allowAll) Provides(b byte) bool {
+	return b == mochi.OnConnectAuthenticate || b == mochi.OnACLCheck
+}
+
+func (*allowAll) OnConnectAuthenticate(*mochi.Client, packets.Packet) bool { return true }
+
+func (*allowAll) OnACLCheck(*mochi.Client, string, bool) bool { return true }
