@@ -209,4 +209,3 @@ func (a anyDecoder[C]) Decode(b []byte) (v any, err error) {
 	}()
 	return a.d.Decode(b)
 }
-
