@@ -13,6 +13,8 @@
 #               SASL/SCRAM-SHA-512 and the StandardAuthorizer
 #               (integration/kafka/secure.sh).
 # make run    - the word-count example on an embedded broker.
+# make test-mosquitto - the MQTT bridge tests against Mosquitto 2 (apt).
+# make run-mqtt - the MQTT bridge example on embedded brokers.
 # make bench  - the throughput/latency benchmark (bench/run.sh): plain loop,
 #               GroupTransactSession loop, the runner and Kafka Streams
 #               (exactly_once_v2, built with Maven) on Apache Kafka, and the
@@ -26,7 +28,7 @@ GO ?= go
 
 .PHONY: test test-embedded test-kafka test-cluster test-secure run bench bench-recovery chaos-long chaos-long-cluster
 
-test: test-embedded test-kafka test-cluster test-secure test-postgres fuzz
+test: test-embedded test-kafka test-cluster test-secure test-postgres test-mosquitto fuzz
 
 test-embedded:
 	$(GO) vet ./...
@@ -68,3 +70,14 @@ chaos-long-cluster:
 .PHONY: test-postgres
 test-postgres:
 	GO=$(GO) PG_TEST_PACKAGES="./examples/pgsink ./internal/pgtest" bash integration/postgres/test-postgres.sh
+# The MQTT bridge tests (mqttbridge, the example) against a throw-away
+# Mosquitto 2 broker (apt package mosquitto) started by
+# integration/mqtt/test-mosquitto.sh and selected by MQTT_BROKER; Kafka
+# stays the embedded broker.
+.PHONY: test-mosquitto run-mqtt
+test-mosquitto:
+	GO=$(GO) bash integration/mqtt/test-mosquitto.sh
+
+# The MQTT bridge example on embedded brokers (kfake and mochi-mqtt).
+run-mqtt:
+	$(GO) run ./examples/mqttbridge
