@@ -92,17 +92,6 @@ func (c *conn) take(n int) []paho.Message {
 	return out
 }
 
-// snapshot returns the queued messages (for test hooks).
-func (c *conn) snapshot() []pending {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]pending, len(c.queue))
-	for i, m := range c.queue {
-		out[i] = pending{msg: m}
-	}
-	return out
-}
-
 // queued returns how many received messages wait to be drained.
 func (c *conn) queued() int {
 	c.mu.Lock()

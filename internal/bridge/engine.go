@@ -32,8 +32,6 @@ const (
 	Committed
 	// Acked: the batch was acknowledged.
 	Acked
-	// Latching: the first reconciliation is about to run.
-	Latching
 )
 
 // hook, when set (tests only, before Run), runs at each Point with the
@@ -43,6 +41,13 @@ var hook func(p Point, batch []Message)
 
 // SetHook sets the test hook; tests only, before any Run.
 func SetHook(h func(p Point, batch []Message)) { hook = h }
+
+// latchHook, when set (tests only, before Run), runs before the first
+// reconciliation with a function that counts the messages queued.
+var latchHook func(queued func() int)
+
+// SetLatchHook sets the latch hook; tests only, before any Run.
+func SetLatchHook(h func(queued func() int)) { latchHook = h }
 
 func at(p Point, batch []pending) {
 	if hook == nil {
@@ -208,11 +213,14 @@ func b2f(b bool) float64 {
 
 // loop reconciles and runs cycles until ctx ends or one fails.
 func (rn *run) loop(ctx context.Context, ready func()) error {
+	var changed <-chan struct{}
 	for {
-		changed := rn.table.Changed()
 		if !rn.latched || chanClosed(changed) {
-			if !rn.latched {
-				at(Latching, rn.conn.snapshot())
+			// Taken before the table is read: a change during the
+			// reconciliation closes it again.
+			changed = rn.table.Changed()
+			if !rn.latched && latchHook != nil {
+				latchHook(rn.conn.queued)
 			}
 			if err := rn.reconcile(ctx); err != nil {
 				return err
@@ -223,7 +231,6 @@ func (rn *run) loop(ctx context.Context, ready func()) error {
 				rn.latched = true
 				ready()
 			}
-			changed = rn.table.Changed()
 		}
 		if err := rn.conn.err(); err != nil {
 			return err
