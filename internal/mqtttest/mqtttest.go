@@ -70,8 +70,18 @@ type Publisher struct {
 // ends.
 func NewPublisher(t testing.TB, url string) *Publisher {
 	t.Helper()
+	return NewTLSPublisher(t, url, nil)
+}
+
+// NewTLSPublisher connects a publisher to url with the TLS config tc (nil:
+// none); it disconnects when the test ends.
+func NewTLSPublisher(t testing.TB, url string, tc *tls.Config) *Publisher {
+	t.Helper()
 	opts := paho.NewClientOptions().AddBroker(url).SetClientID(fmt.Sprintf("pub-%d", time.Now().UnixNano())).
 		SetCleanSession(true).SetAutoReconnect(false).SetOrderMatters(false).SetWriteTimeout(10 * time.Second)
+	if tc != nil {
+		opts.SetTLSConfig(tc)
+	}
 	cl := paho.NewClient(opts)
 	tok := cl.Connect()
 	require.True(t, tok.WaitTimeout(10*time.Second), "connect publisher")
