@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,7 +39,12 @@ func relayTo(out string) mqttbridge.Relay[conf] {
 		case "skip":
 			return nil, nil
 		}
-		return &mqttbridge.Output{Topic: out, Key: []byte(m.Topic), Value: m.Payload}, nil
+		o := &mqttbridge.Output{Topic: out, Key: []byte(m.Topic), Value: m.Payload}
+		if seq, err := strconv.ParseUint(strings.TrimPrefix(string(m.Payload), "m"), 10, 64); err == nil {
+			// The publisher's sequence number, for Dedupe.
+			o.Headers = []mqttbridge.Header{{Key: mqttbridge.SeqHeader, Value: strconv.AppendUint(nil, seq, 10)}}
+		}
+		return o, nil
 	}
 }
 

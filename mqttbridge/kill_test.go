@@ -239,6 +239,25 @@ func TestKillBetweenReceiptCommitAndAck(t *testing.T) {
 	require.Equal(t, kills/2, killed["committed"])
 	require.NotEmpty(t, committedCur, "some kill landed after a commit with records")
 	t.Logf("%d messages, %d kills (%v), %d duplicates, %d messages in commit→ack windows", n, kills, killed, dups, len(committedCur))
+
+	// Closing the window: Dedupe over the bridge's output, keyed by
+	// publisher (the MQTT topic) and its sequence numbers, leaves every
+	// message exactly once.
+	deduped := kafkatest.Name("dedup")
+	c.CreateTopic(t, deduped, 3)
+	dr, err := runner.New(mqttbridge.Dedupe(deduped, 0), runner.SeedBrokers(c.Brokers...), runner.ApplicationID(kafkatest.Name("dedupe")),
+		runner.InputTopics(out), runner.StateDir(t.TempDir()), runner.WithKafkaOpts(c.Opts()...), runner.WithLogger(logger()))
+	require.NoError(t, err)
+	dctx, dcancel := context.WithCancel(context.Background())
+	ddone := make(chan error, 1)
+	go func() { ddone <- dr.Run(dctx) }()
+	once := waitValues(t, c, deduped, n)
+	dcancel()
+	require.NoError(t, <-ddone)
+	for i := range n {
+		require.Equal(t, 1, once[fmt.Sprintf("m%05d", i)], "m%05d after Dedupe", i)
+	}
+	require.Len(t, once, n)
 }
 
 func split(s string) []string {
