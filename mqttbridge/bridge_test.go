@@ -9,6 +9,7 @@ import (
 
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/internal/mqtttest"
+	"github.com/flechtwerk/flechtwerk/mqttbridge"
 )
 
 // TestForwardsEveryMessageAndAcknowledges publishes to two devices' topics
@@ -83,5 +84,29 @@ func TestPoisonIsCountedAndAcknowledged(t *testing.T) {
 	got = waitValues(t, c, out, 11)
 	require.Equal(t, 1, got["after"])
 	require.Equal(t, 1.0, rn.metric(t, "flechtwerk_mqtt_received_total", nil), "only the new message is received after the restart")
+	require.Equal(t, 1.0, rn.metric(t, "flechtwerk_mqtt_session_present", nil), "the broker resumed the session")
 	rn.stop(t)
+}
+
+// TestLostConnectionEndsRun stops the MQTT broker under a running bridge:
+// Run ends with ErrDisconnected (no reconnect in-process), the connected
+// gauge drops to 0 and the runner is no longer healthy.
+func TestLostConnectionEndsRun(t *testing.T) {
+	c := kafkatest.New(t)
+	broker, stopBroker := mqtttest.EmbeddedStop(t, nil)
+	cfgTopic, out, app := kafkatest.Name("cfg"), kafkatest.Name("out"), kafkatest.Name("app")
+	c.CreateTopic(t, cfgTopic, 1)
+	c.CreateTopic(t, out, 1)
+	setConfig(t, c, cfgTopic, "k", kafkatest.Name("t"), false)
+	rn := start(t, c, broker, app, "lost", cfgTopic, out)
+	require.Zero(t, rn.metric(t, "flechtwerk_mqtt_session_present", nil), "a new session")
+	stopBroker()
+	select {
+	case <-rn.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not end after the broker stopped")
+	}
+	require.ErrorIs(t, rn.err, mqttbridge.ErrDisconnected)
+	require.Zero(t, rn.metric(t, "flechtwerk_mqtt_connected", nil))
+	require.Error(t, rn.r.Healthy())
 }

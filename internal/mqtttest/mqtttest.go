@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,6 +37,14 @@ func External() bool { return os.Getenv(EnvBroker) != "" }
 // when not nil) and returns its URL; it stops when the test ends.
 func Embedded(t testing.TB, tc *tls.Config) string {
 	t.Helper()
+	url, _ := EmbeddedStop(t, tc)
+	return url
+}
+
+// EmbeddedStop is Embedded that also returns a function stopping the
+// broker at once (every connection drops).
+func EmbeddedStop(t testing.TB, tc *tls.Config) (string, func()) {
+	t.Helper()
 	addr := FreeAddr(t)
 	s := mochi.New(&mochi.Options{
 		InlineClient: false,
@@ -44,11 +53,13 @@ func Embedded(t testing.TB, tc *tls.Config) string {
 	require.NoError(t, s.AddHook(new(allowAll), nil))
 	require.NoError(t, s.AddListener(listeners.NewTCP(listeners.Config{ID: "t", Address: addr, TLSConfig: tc})))
 	require.NoError(t, s.Serve())
-	t.Cleanup(func() { _ = s.Close() })
+	var once sync.Once
+	stop := func() { once.Do(func() { _ = s.Close() }) }
+	t.Cleanup(stop)
 	if tc != nil {
-		return "ssl://" + addr
+		return "ssl://" + addr, stop
 	}
-	return "tcp://" + addr
+	return "tcp://" + addr, stop
 }
 
 // FreeAddr returns a loopback address with a port free at the call.
