@@ -78,6 +78,13 @@ test-postgres:
 test-mosquitto:
 	GO=$(GO) bash integration/mqtt/test-mosquitto.sh
 
+# The MQTT bridge benchmark: this project's bridge against the Python
+# library's (flechtwerk 0.17.0) on one Apache Kafka and one Mosquitto 2
+# (bench/mqtt/run.sh).
+.PHONY: bench-mqtt
+bench-mqtt:
+	GO=$(GO) bash bench/mqtt/run.sh
+
 # The MQTT bridge example on embedded brokers (kfake and mochi-mqtt).
 run-mqtt:
 	$(GO) run ./examples/mqttbridge
