@@ -29,6 +29,7 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -206,7 +207,8 @@ func startBridge(kind, app, cfgTopic, out string) (func(), error) {
 			func(_ mqttbridge.Config[conf], m mqttbridge.Message) (*mqttbridge.Output, error) {
 				return &mqttbridge.Output{Topic: out, Key: []byte(m.Topic), Value: m.Payload}, nil
 			}, mqttbridge.Broker(*mqttURL), mqttbridge.ClientID(app+"-0"))
-		r, err := runner.New(b, runner.SeedBrokers(strings.Split(*brokers, ",")...), runner.ApplicationID(app),
+		reg := prometheus.NewRegistry()
+		r, err := runner.New(b, runner.SeedBrokers(strings.Split(*brokers, ",")...), runner.ApplicationID(app), runner.Metrics(reg),
 			runner.ConfigTopics(cfgTopic), runner.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 		if err != nil {
 			return nil, err
@@ -219,6 +221,7 @@ func startBridge(kind, app, cfgTopic, out string) (func(), error) {
 			if err := <-done; err != nil {
 				fmt.Fprintln(os.Stderr, "go bridge:", err)
 			}
+			commits(reg)
 		}, nil
 	default:
 		u, err := url.Parse(*mqttURL)
@@ -342,4 +345,24 @@ func (r *reader) close() {
 	r.cancel()
 	<-r.done
 	r.cl.Close()
+}
+
+// commits prints the bridge's commit count and mean commit duration.
+func commits(g prometheus.Gatherer) {
+	mfs, err := g.Gather()
+	if err != nil {
+		return
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "flechtwerk_mqtt_commit_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			h := m.GetHistogram()
+			if h.GetSampleCount() > 0 {
+				fmt.Fprintf(os.Stderr, "go: %d commits, mean %.1fms\n", h.GetSampleCount(),
+					1000*h.GetSampleSum()/float64(h.GetSampleCount()))
+			}
+		}
+	}
 }
