@@ -35,10 +35,13 @@ type Header = transformer.Header
 //   - a record: forwarded; the message is acknowledged once the transaction
 //     holding the record committed;
 //   - nil and no error: dropped (counted as "filtered") and acknowledged
-//     with its batch, without waiting for anything;
+//     with its batch;
 //   - an error (or a panic): a poison message, logged, counted as
 //     "poison" and acknowledged with its batch. Crashing instead would
 //     make the broker deliver it again after every restart.
+//
+// A batch's PUBACKs leave in arrival order once its transaction committed
+// (at once when it holds no record).
 //
 // Relay runs on the bridge's one cycle goroutine, for the messages of a
 // batch in arrival order. cfg and msg belong to the call.
