@@ -99,7 +99,9 @@ func start(t testing.TB, c *kafkatest.Cluster, broker, app, clientID, cfgTopic, 
 func startRelay(t testing.TB, c *kafkatest.Cluster, broker, app, clientID, cfgTopic string, relay mqttbridge.Relay[conf], opts ...mqttbridge.Opt) *running {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	b := mqttbridge.New(filterOf, relay, append([]mqttbridge.Opt{mqttbridge.Broker(broker), mqttbridge.ClientID(clientID)}, opts...)...)
+	// Client ids are unique to the test's application: a shared broker
+	// (MQTT_BROKER) keeps the sessions of earlier runs.
+	b := mqttbridge.New(filterOf, relay, append([]mqttbridge.Opt{mqttbridge.Broker(broker), mqttbridge.ClientID(app + "-" + clientID)}, opts...)...)
 	r, err := runner.New(b,
 		runner.SeedBrokers(c.Brokers...),
 		runner.ApplicationID(app),

@@ -129,7 +129,7 @@ func TestKillBetweenReceiptCommitAndAck(t *testing.T) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestChildBridge$", "-test.count=1")
 		cmd.Env = append(os.Environ(),
 			envKafka+"="+strings.Join(c.Brokers, ","), envMQTT+"="+broker, envApp+"="+app,
-			envConfig+"="+cfgTopic, envOut+"="+out, envClient+"=b", envKill+"="+kill, envWindows+"="+windows)
+			envConfig+"="+cfgTopic, envOut+"="+out, envClient+"="+app+"-b", envKill+"="+kill, envWindows+"="+windows)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		require.NoError(t, cmd.Start())
 		return cmd
