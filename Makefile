@@ -18,6 +18,8 @@
 #               flechtctl and flechtwerk[secrets] 0.17.0 from PyPI in a
 #               Python 3.13 venv (integration/secrets/interop.sh).
 # make run    - the word-count example on an embedded broker.
+# make test-mosquitto - the MQTT bridge tests against Mosquitto 2 (apt).
+# make run-mqtt - the MQTT bridge example on embedded brokers.
 # make bench  - the throughput/latency benchmark (bench/run.sh): plain loop,
 #               GroupTransactSession loop, the runner and Kafka Streams
 #               (exactly_once_v2, built with Maven) on Apache Kafka, and the
@@ -38,7 +40,7 @@ GO ?= go
 
 .PHONY: test test-embedded test-kafka test-cluster test-secure run bench bench-recovery chaos-long chaos-long-cluster check-mod test-secrets
 
-test: check-mod test-embedded test-alerts test-kafka test-cluster test-secure test-postgres test-secrets fuzz
+test: check-mod test-embedded test-alerts test-kafka test-cluster test-secure test-postgres test-secrets test-mosquitto fuzz
 
 # The alert rules checked and unit-tested by promtool (installed from
 # Debian's packages when missing).
@@ -99,3 +101,21 @@ chaos-long-cluster:
 .PHONY: test-postgres
 test-postgres:
 	GO=$(GO) PG_TEST_PACKAGES="./examples/pgsink ./internal/pgtest" bash integration/postgres/test-postgres.sh
+# The MQTT bridge tests (mqttbridge, the example) against a throw-away
+# Mosquitto 2 broker (apt package mosquitto) started by
+# integration/mqtt/test-mosquitto.sh and selected by MQTT_BROKER; Kafka
+# stays the embedded broker.
+.PHONY: test-mosquitto run-mqtt
+test-mosquitto:
+	GO=$(GO) bash integration/mqtt/test-mosquitto.sh
+
+# The MQTT bridge benchmark: this project's bridge against the Python
+# library's (flechtwerk 0.17.0) on one Apache Kafka and one Mosquitto 2
+# (bench/mqtt/run.sh).
+.PHONY: bench-mqtt
+bench-mqtt:
+	GO=$(GO) bash bench/mqtt/run.sh
+
+# The MQTT bridge example on embedded brokers (kfake and mochi-mqtt).
+run-mqtt:
+	$(GO) run ./examples/mqttbridge

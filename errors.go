@@ -88,6 +88,16 @@ const (
 	// the error names the operation and the resource the principal needs
 	// it on. Nothing of the refused request became visible.
 	CodeNotAuthorized Code = "NOT_AUTHORIZED"
+	// CodeNoMQTTBroker: an MQTT bridge was given no broker address, or
+	// one it cannot use.
+	CodeNoMQTTBroker Code = "NO_MQTT_BROKER"
+	// CodeNoMQTTClientID: an MQTT bridge was given no client id. The
+	// client id names the persistent session: only the same id resumes
+	// the messages a crashed instance left unacknowledged.
+	CodeNoMQTTClientID Code = "NO_MQTT_CLIENT_ID"
+	// CodeInvalidShareGroup: the application id cannot be the share group
+	// of $share/{group}/{filter} (it is empty or holds '/', '+' or '#').
+	CodeInvalidShareGroup Code = "INVALID_SHARE_GROUP"
 )
 
 // Sentinels, one per code: errors.Is(err, ErrMissingTopic) is true for every
@@ -109,6 +119,9 @@ var (
 	ErrInvalidRecordPolicy = &ConfigError{Code: CodeInvalidRecordPolicy}
 	ErrNoDelivery          = &ConfigError{Code: CodeNoDelivery}
 	ErrDeliveryConflict    = &ConfigError{Code: CodeDeliveryConflict}
+	ErrNoMQTTBroker        = &ConfigError{Code: CodeNoMQTTBroker}
+	ErrNoMQTTClientID      = &ConfigError{Code: CodeNoMQTTClientID}
+	ErrInvalidShareGroup   = &ConfigError{Code: CodeInvalidShareGroup}
 
 	// ErrBatchTimeout matches the error that ends Run when a batch did
 	// not finish within BatchTimeout.

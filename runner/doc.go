@@ -5,8 +5,10 @@
 // of its own kind (a transformer's InputTopics, MaxPollRecords,
 // BatchTimeout; an extractor's ConfigTopics, PollInterval, PageTimeout,
 // TombstonedCursors). An option of the other kind is a configuration
-// error. See package extractor for how an extractor runs; the rest of this
-// page is about transformers. The files: runner.go (New, Run, Wake),
+// error. See package extractor for how an extractor runs, and package
+// mqttbridge for the MQTT→Kafka bridge (a stage kind of its own that takes
+// ConfigTopics; its engine is internal/bridge); the rest of this page is
+// about transformers. The files: runner.go (New, Run, Wake),
 // options.go, transform.go (a transformer's startup), loop.go (the main
 // loop and the per-task workers), rebalance.go (group callbacks, per-task
 // release and restores),

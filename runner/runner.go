@@ -7,6 +7,7 @@ import (
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/batch"
+	"github.com/flechtwerk/flechtwerk/internal/bridge"
 	"github.com/flechtwerk/flechtwerk/internal/config"
 	"github.com/flechtwerk/flechtwerk/internal/extract"
 	"github.com/flechtwerk/flechtwerk/internal/pollstage"
@@ -14,8 +15,9 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 )
 
-// Stage is what a Runner runs: a *transformer.Transformer or an
-// *extractor.Extractor. Other types are refused by New.
+// Stage is what a Runner runs: a *transformer.Transformer, an
+// *extractor.Extractor, a *sink.Stage or a *mqttbridge.Bridge. Other types
+// are refused by New.
 type Stage interface {
 	// Validate reports a problem found when the stage was built.
 	Validate() error
@@ -30,6 +32,8 @@ type Runner struct {
 	ex      *extract.Engine   // an extractor
 	policy  *batch.Policy     // a transformer's invalid-record policy
 	snk     sinkstage.Sink    // a sink
+	brs     bridge.Stage      // a bridge (package mqttbridge)
+	br      *bridge.Engine
 	started atomic.Bool
 	ops     ops
 	// standbySrc tells the member its standby tasks (StandbyReplicas);
@@ -61,13 +65,15 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "stage", "transformer or extractor is nil"))
 	case x != nil:
 		r.kind = config.Extractor
+	case bridgeOf(s) != nil:
+		r.kind, r.brs, stateful = config.Bridge, bridgeOf(s), false
 	case sinkOf(s) != nil:
 		r.kind, r.snk, stateful = config.Sink, sinkOf(s), false
 	default:
 		proc, ok := stage.TransformerOf(s)
 		if !ok {
 			errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "stage",
-				"%T is not a stage runner.New runs (a *transformer.Transformer, an *extractor.Extractor or a *sink.Stage)", s))
+				"%T is not a stage runner.New runs (a *transformer.Transformer, an *extractor.Extractor, a *sink.Stage or a *mqttbridge.Bridge)", s))
 			break
 		}
 		r.kind, r.proc, stateful = config.Transformer, proc, proc.Stateful()
@@ -88,7 +94,8 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 	if r.snk != nil {
 		errs = append(errs, r.validateSink())
 	}
-	if err := errors.Join(errs...); err != nil {
+	err := errors.Join(errs...)
+	if err != nil {
 		return nil, err
 	}
 	r.cfg.EnsureLogger()
@@ -103,6 +110,11 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 	}
 	if x != nil {
 		r.ex = extract.New(&r.cfg, x)
+	}
+	if r.brs != nil {
+		if r.br, err = bridge.New(&r.cfg, r.brs); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
@@ -119,6 +131,17 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		return ErrRunTwice
 	}
 	defer r.ops.begin(ctx, r.ex != nil)(&err)
+	if r.br != nil {
+		// Running (ready) once the first reconciliation subscribed the
+		// active configs.
+		return r.br.Run(ctx, func() {
+			r.ops.mu.Lock()
+			if r.ops.state < Stopping {
+				r.ops.setLocked(Running, nil)
+			}
+			r.ops.mu.Unlock()
+		})
+	}
 	if r.snk != nil {
 		return r.runSink(ctx) // a sink has no stores
 	}
@@ -146,4 +169,10 @@ func (r *Runner) Wake(key []byte) bool {
 		return false
 	}
 	return r.ex.Wake(key)
+}
+
+// bridgeOf returns the engine view of s when s is a bridge, else nil.
+func bridgeOf(s Stage) bridge.Stage {
+	b, _ := bridge.Of(s)
+	return b
 }

@@ -29,6 +29,9 @@ const (
 	Extractor
 	// Sink writes the records of input topics outside Kafka.
 	Sink
+	// Bridge relays messages of a push source (MQTT) into Kafka, for the
+	// configs of config topics.
+	Bridge
 )
 
 func (k Kind) String() string {
@@ -37,6 +40,8 @@ func (k Kind) String() string {
 		return "an extractor"
 	case Sink:
 		return "a sink"
+	case Bridge:
+		return "a bridge"
 	}
 	return "a transformer"
 }
@@ -155,7 +160,7 @@ func (o *Options) Validate(kind Kind, stateful bool) error {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		if k := o.set[name]; k != kind && !(kind == Sink && sinkAccepts[name]) {
+		if k := o.set[name]; k != kind && !(kind == Sink && sinkAccepts[name]) && !(kind == Bridge && bridgeAccepts[name]) {
 			bad(flechtwerk.CodeInvalidOption, name, "an option for %s only, given for %s", k, kind)
 		}
 	}
@@ -236,8 +241,17 @@ func (o *Options) Validate(kind Kind, stateful bool) error {
 	if kind == Sink {
 		errs = append(errs, o.validateSink()...)
 	}
+	if kind == Bridge {
+		errs = append(errs, o.topics("ConfigTopics", "a config", o.ConfigTopics, flechtwerk.CodeNoConfigTopics, "no config topics")...)
+		if o.TransactionTimeout <= 0 {
+			bad(flechtwerk.CodeInvalidOption, "TransactionTimeout", "must be positive, is %v", o.TransactionTimeout)
+		}
+	}
 	return errors.Join(errs...)
 }
+
+// bridgeAccepts are the extractor options a bridge takes as well.
+var bridgeAccepts = map[string]bool{"ConfigTopics": true}
 
 // sinkAccepts are the transformer options a sink takes as well.
 var sinkAccepts = map[string]bool{"InputTopics": true, "MaxPollRecords": true, "InvalidRecords": true}

@@ -1,0 +1,79 @@
+package bridge
+
+import (
+	"crypto/tls"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/configtopic"
+)
+
+// Message is one MQTT message as the engine hands it to the relay.
+type Message struct {
+	Topic     string
+	Payload   []byte
+	QoS       byte
+	Duplicate bool
+	Retained  bool
+}
+
+// Settings are the MQTT connection settings of a bridge.
+type Settings struct {
+	// Broker is the broker's URL: tcp://host:port, ssl://host:port (or
+	// tls://), ws:// or wss://.
+	Broker string
+	// ClientID names the persistent session.
+	ClientID           string
+	Username, Password string
+	// TLS configures ssl://, tls:// and wss:// connections; nil uses the
+	// system roots.
+	TLS            *tls.Config
+	QoS            byte
+	KeepAlive      time.Duration
+	ConnectTimeout time.Duration
+	// MaxBatch bounds the messages relayed in one cycle (one transaction).
+	MaxBatch int
+}
+
+// Stage is the engine's view of a bridge.
+type Stage interface {
+	// Validate reports a problem found when the bridge was built.
+	Validate() error
+	// Settings returns the MQTT connection settings.
+	Settings() Settings
+	// DecodeConfig returns the decoder of the config records' values.
+	DecodeConfig() configtopic.Decoder[any]
+	// Filter returns the topic filter a live config declares and whether
+	// the config is active (not suspended); an error names the record.
+	Filter(e configtopic.Entry[any]) (filter string, active bool, err error)
+	// Relay turns one message into at most one record (nil: dropped).
+	// A panic of user code is returned as a *flechtwerk.PanicError.
+	Relay(e configtopic.Entry[any], m Message) (*kgo.Record, error)
+}
+
+var (
+	mu      sync.RWMutex
+	lookups []func(any) (Stage, bool)
+)
+
+// Register adds a lookup that recognizes a user-facing bridge value and
+// returns its engine view. Package mqttbridge calls it from init.
+func Register(lookup func(v any) (Stage, bool)) {
+	mu.Lock()
+	defer mu.Unlock()
+	lookups = append(lookups, lookup)
+}
+
+// Of returns the engine view of v when v is a bridge.
+func Of(v any) (Stage, bool) {
+	mu.RLock()
+	defer mu.RUnlock()
+	for _, lookup := range lookups {
+		if s, ok := lookup(v); ok {
+			return s, true
+		}
+	}
+	return nil, false
+}

@@ -1,0 +1,214 @@
+package mqttbridge
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/configtopic"
+	"github.com/flechtwerk/flechtwerk/extractor"
+	"github.com/flechtwerk/flechtwerk/internal/bridge"
+	"github.com/flechtwerk/flechtwerk/transformer"
+)
+
+// Message is one MQTT message: the concrete topic it was published to
+// (not the subscription filter) and its payload.
+type Message = bridge.Message
+
+// Config is the config record a message was routed by: the record as read
+// from the config topic and its decoded value.
+type Config[C any] = configtopic.Entry[C]
+
+// Output is the record a relay makes of a message. It goes to the
+// partition chosen by hashing Key with Kafka's default (murmur2)
+// partitioner.
+type Output = transformer.Output
+
+// Header is a Kafka record header.
+type Header = transformer.Header
+
+// Relay turns one MQTT message into at most one Kafka record:
+//   - a record: forwarded; the message is acknowledged once the transaction
+//     holding the record committed;
+//   - nil and no error: dropped (counted as "filtered") and acknowledged
+//     with its batch;
+//   - an error (or a panic): a poison message, logged, counted as
+//     "poison" and acknowledged with its batch. Crashing instead would
+//     make the broker deliver it again after every restart.
+//
+// A batch's PUBACKs leave in arrival order once its transaction committed
+// (at once when it holds no record).
+//
+// Relay runs on the bridge's one cycle goroutine, for the messages of a
+// batch in arrival order. cfg and msg belong to the call.
+type Relay[C any] func(cfg Config[C], msg Message) (*Output, error)
+
+// ErrDisconnected is wrapped by the error that ends Run when the MQTT
+// connection is lost. The bridge does not reconnect in-process: every
+// message received since the last acknowledgement stays unacknowledged in
+// the persistent session of the client id, and the broker delivers it
+// again when that client id connects again (restart the process).
+var ErrDisconnected = bridge.ErrDisconnected
+
+// Bridge is an MQTT→Kafka bridge stage: runner.New runs it. Build it with
+// New.
+type Bridge[C any] struct {
+	filter  func(C) string
+	relay   Relay[C]
+	decoder configtopic.Decoder[C]
+	s       bridge.Settings
+	errs    []error
+}
+
+// New returns a bridge whose configs (records of the runner's
+// ConfigTopics, decoded as JSON into C unless ConfigDecoder says
+// otherwise) each declare one MQTT topic filter, returned by filter, and
+// whose messages relay turns into records. Broker and ClientID are
+// required. Problems are reported by Validate (and so by runner.New).
+func New[C any](filter func(C) string, relay Relay[C], opts ...Opt) *Bridge[C] {
+	b := &Bridge[C]{filter: filter, relay: relay, decoder: configtopic.JSON[C](), s: bridge.Settings{
+		QoS: 1, KeepAlive: 30 * time.Second, ConnectTimeout: 10 * time.Second, MaxBatch: 1000,
+	}}
+	for _, o := range opts {
+		if d, ok := o.(decoderOpt); ok {
+			dec, ok := d.d.(configtopic.Decoder[C])
+			if !ok {
+				b.errs = append(b.errs, flechtwerk.Errorf(flechtwerk.CodeInvalidOption, "ConfigDecoder",
+					"a decoder of %T for a bridge of configs %T", d.d, *new(C)))
+				continue
+			}
+			b.decoder = dec
+			continue
+		}
+		o.apply(&b.s)
+	}
+	return b
+}
+
+// Validate reports every problem of the bridge at once, each a
+// *flechtwerk.ConfigError, joined with errors.Join.
+func (b *Bridge[C]) Validate() error {
+	if b == nil {
+		return flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "bridge", "bridge is nil")
+	}
+	errs := append([]error(nil), b.errs...)
+	bad := func(code flechtwerk.Code, field, format string, args ...any) {
+		errs = append(errs, flechtwerk.Errorf(code, field, format, args...))
+	}
+	if b.filter == nil {
+		bad(flechtwerk.CodeInvalidTransformer, "filter", "the topic filter function is nil")
+	}
+	if b.relay == nil {
+		bad(flechtwerk.CodeInvalidTransformer, "relay", "the relay function is nil")
+	}
+	s := b.s
+	if s.Broker == "" {
+		bad(flechtwerk.CodeNoMQTTBroker, "Broker", "no MQTT broker address")
+	} else if u, err := url.Parse(s.Broker); err != nil || u.Host == "" {
+		bad(flechtwerk.CodeNoMQTTBroker, "Broker", "%q is not a broker URL (tcp://host:port, ssl://host:port, ws://, wss://)", s.Broker)
+	} else {
+		switch u.Scheme {
+		case "tcp", "mqtt", "ssl", "tls", "mqtts", "tcps", "ws", "wss":
+		default:
+			bad(flechtwerk.CodeNoMQTTBroker, "Broker", "scheme %q of %q: want tcp, ssl, tls, ws or wss", u.Scheme, s.Broker)
+		}
+		if s.TLS != nil && (u.Scheme == "tcp" || u.Scheme == "mqtt" || u.Scheme == "ws") {
+			bad(flechtwerk.CodeInvalidOption, "TLS", "a TLS config for the plaintext broker URL %q (use ssl:// or wss://)", s.Broker)
+		}
+	}
+	if s.ClientID == "" {
+		bad(flechtwerk.CodeNoMQTTClientID, "ClientID",
+			"no MQTT client id: the persistent session needs a stable id per instance; only the same id resumes what a crashed instance left unacknowledged")
+	} else if len(s.ClientID) > 65535 {
+		bad(flechtwerk.CodeNoMQTTClientID, "ClientID", "%d bytes long; at most 65535", len(s.ClientID))
+	}
+	if s.QoS > 2 {
+		bad(flechtwerk.CodeInvalidOption, "QoS", "must be 0, 1 or 2, is %d", s.QoS)
+	}
+	if s.KeepAlive < time.Second {
+		bad(flechtwerk.CodeInvalidOption, "KeepAlive", "must be at least 1s, is %v", s.KeepAlive)
+	}
+	if s.ConnectTimeout <= 0 {
+		bad(flechtwerk.CodeInvalidOption, "ConnectTimeout", "must be positive, is %v", s.ConnectTimeout)
+	}
+	if s.MaxBatch <= 0 {
+		bad(flechtwerk.CodeInvalidOption, "MaxBatch", "must be positive, is %d", s.MaxBatch)
+	}
+	if (s.Username == "") != (s.Password == "") && s.Username == "" {
+		bad(flechtwerk.CodeInvalidOption, "Credentials", "a password without a user name")
+	}
+	return errors.Join(errs...)
+}
+
+// The engine finds a *Bridge through package bridge: only this package's
+// types have the unexported method stage.
+func init() {
+	bridge.Register(func(v any) (bridge.Stage, bool) {
+		x, ok := v.(interface{ stage() bridge.Stage })
+		if !ok {
+			return nil, false
+		}
+		return x.stage(), true
+	})
+}
+
+func (b *Bridge[C]) stage() bridge.Stage { return engineView[C]{b} }
+
+type engineView[C any] struct{ b *Bridge[C] }
+
+func (v engineView[C]) Validate() error { return v.b.Validate() }
+
+func (v engineView[C]) Settings() bridge.Settings { return v.b.s }
+
+func (v engineView[C]) DecodeConfig() configtopic.Decoder[any] { return anyDecoder[C]{v.b.decoder} }
+
+func (v engineView[C]) Filter(e configtopic.Entry[any]) (f string, active bool, err error) {
+	susp, err := extractor.Suspended(e.Record)
+	if err != nil || susp {
+		return "", false, err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = flechtwerk.Recovered(p)
+		}
+	}()
+	return v.b.filter(e.Config.(C)), true, nil
+}
+
+func (v engineView[C]) Relay(e configtopic.Entry[any], m bridge.Message) (rec *kgo.Record, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			rec, err = nil, flechtwerk.Recovered(p)
+		}
+	}()
+	out, err := v.b.relay(Config[C]{Record: e.Record, Config: e.Config.(C)}, m)
+	if err != nil || out == nil {
+		return nil, err
+	}
+	if out.Topic == "" {
+		return nil, fmt.Errorf("the relay returned a record without a topic")
+	}
+	rec = &kgo.Record{Topic: out.Topic, Key: out.Key, Value: out.Value}
+	if len(out.Headers) > 0 {
+		rec.Headers = make([]kgo.RecordHeader, len(out.Headers))
+		for i, h := range out.Headers {
+			rec.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+		}
+	}
+	return rec, nil
+}
+
+type anyDecoder[C any] struct{ d configtopic.Decoder[C] }
+
+func (a anyDecoder[C]) Decode(b []byte) (v any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			v, err = nil, flechtwerk.Recovered(p)
+		}
+	}()
+	return a.d.Decode(b)
+}
