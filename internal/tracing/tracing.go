@@ -83,10 +83,19 @@ func (t *Tracer) Record(ctx context.Context, r *kgo.Record, task int32) (context
 // Inject writes the trace context of ctx into the headers of outs,
 // replacing the propagator's headers they already carry (an output that
 // copied its input's headers continues the record's span, not its
-// parent).
+// parent). The context is encoded once; the outputs share the header
+// values.
 func (t *Tracer) Inject(ctx context.Context, outs []*kgo.Record) {
+	if len(outs) == 0 {
+		return
+	}
+	var c collected
+	t.prop.Inject(ctx, &c)
+	if len(c) == 0 {
+		return
+	}
 	for _, o := range outs {
-		t.prop.Inject(ctx, Headers{&o.Headers})
+		o.Headers = replace(o.Headers, c)
 	}
 }
 
@@ -179,23 +188,7 @@ func (h Headers) Get(key string) string {
 // slice: the old one may be shared (an output's headers copied from its
 // input's).
 func (h Headers) Set(key, value string) {
-	hs := *h.H
-	out := make([]kgo.RecordHeader, 0, len(hs)+1)
-	set := false
-	for _, x := range hs {
-		if x.Key != key {
-			out = append(out, x)
-			continue
-		}
-		if !set {
-			out = append(out, kgo.RecordHeader{Key: key, Value: []byte(value)})
-			set = true
-		}
-	}
-	if !set {
-		out = append(out, kgo.RecordHeader{Key: key, Value: []byte(value)})
-	}
-	*h.H = out
+	*h.H = replace(*h.H, []kgo.RecordHeader{{Key: key, Value: []byte(value)}})
 }
 
 // Keys returns the header names.
@@ -203,6 +196,66 @@ func (h Headers) Keys() []string {
 	keys := make([]string, 0, len(*h.H))
 	for _, x := range *h.H {
 		keys = append(keys, x.Key)
+	}
+	return keys
+}
+
+// replace returns a new slice of hs without the headers named as one of
+// add, followed by add: in place of their first, a key of add that hs
+// held; at the end, the others.
+func replace(hs, add []kgo.RecordHeader) []kgo.RecordHeader {
+	out := make([]kgo.RecordHeader, 0, len(hs)+len(add))
+	var done uint64 // bit i: add[i] is in out (a propagator sets a few keys)
+	for _, x := range hs {
+		i := index(add, x.Key)
+		switch {
+		case i < 0:
+			out = append(out, x)
+		case i < 64 && done&(1<<i) == 0:
+			out = append(out, add[i])
+			done |= 1 << i
+		}
+	}
+	for i, a := range add {
+		if i >= 64 || done&(1<<i) == 0 {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func index(hs []kgo.RecordHeader, key string) int {
+	for i, h := range hs {
+		if h.Key == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// collected is a propagation.TextMapCarrier that collects what a
+// propagator injects.
+type collected []kgo.RecordHeader
+
+func (c *collected) Get(key string) string {
+	if i := index(*c, key); i >= 0 {
+		return string((*c)[i].Value)
+	}
+	return ""
+}
+
+func (c *collected) Set(key, value string) {
+	if i := index(*c, key); i >= 0 {
+		(*c)[i].Value = []byte(value)
+		return
+	}
+	*c = append(*c, kgo.RecordHeader{Key: key, Value: []byte(value)})
+}
+
+func (c *collected) Keys() []string {
+	keys := make([]string, len(*c))
+	for i, h := range *c {
+		keys[i] = h.Key
 	}
 	return keys
 }

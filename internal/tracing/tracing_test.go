@@ -1,10 +1,12 @@
 package tracing
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
@@ -48,4 +50,23 @@ func TestHeadersSet(t *testing.T) {
 			require.Len(t, c.Keys(), len(tc.want))
 		})
 	}
+}
+
+// TestInject: every output gets the span's traceparent, in place of one it
+// carried; its other headers stay.
+func TestInject(t *testing.T) {
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID:    trace.TraceID{0x4b, 0xf9, 1},
+		SpanID:     trace.SpanID{0x00, 0xf0, 2},
+		TraceFlags: trace.FlagsSampled,
+	})
+	ctx := trace.ContextWithSpanContext(context.Background(), sc)
+	want := "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"
+	outs := []*kgo.Record{
+		{Headers: []kgo.RecordHeader{{Key: "traceparent", Value: []byte("old")}, {Key: "a", Value: []byte("1")}}},
+		{},
+	}
+	New(noop.NewTracerProvider(), nil, "app").Inject(ctx, outs)
+	require.Equal(t, []kgo.RecordHeader{{Key: "traceparent", Value: []byte(want)}, {Key: "a", Value: []byte("1")}}, outs[0].Headers)
+	require.Equal(t, []kgo.RecordHeader{{Key: "traceparent", Value: []byte(want)}}, outs[1].Headers)
 }
