@@ -481,6 +481,7 @@ func (rn *run) taskConfig(n int32, owner string) task.Config {
 		KafkaOpts:          rn.base,
 		Logger:             c.Logger,
 		Member:             member,
+		Tracer:             rn.r.tracer,
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/pollstage"
 	"github.com/flechtwerk/flechtwerk/internal/sinkstage"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
+	"github.com/flechtwerk/flechtwerk/internal/tracing"
 )
 
 // Stage is what a Runner runs: a *transformer.Transformer, an
@@ -31,6 +32,7 @@ type Runner struct {
 	proc    stage.Transformer // a transformer
 	ex      *extract.Engine   // an extractor
 	policy  *batch.Policy     // a transformer's invalid-record policy
+	tracer  *tracing.Tracer   // a transformer's, nil: tracing off
 	snk     sinkstage.Sink    // a sink
 	brs     bridge.Stage      // a bridge (package mqttbridge)
 	br      *bridge.Engine
@@ -104,6 +106,7 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 		// batch (internal/batch applies it).
 		r.policy = r.cfg.Policy()
 		r.proc = batch.WithPolicy(r.proc, r.policy)
+		r.tracer = tracing.New(r.cfg.TracerProvider, r.cfg.Propagator, r.cfg.ApplicationID)
 	}
 	if r.snk != nil {
 		r.policy = r.cfg.Policy() // applied by the sink run (sink.go)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flechtwerk/flechtwerk/internal/batch"
 	"github.com/flechtwerk/flechtwerk/store"
@@ -21,6 +22,8 @@ type Batch struct {
 	// for Stats
 	inputs  []topicInput
 	invalid invalidCounts
+	// for the commit span (Config.Tracer only)
+	trace *traced
 }
 
 // Empty reports whether the batch wrote nothing: no output and no state
@@ -49,13 +52,22 @@ func (t *Task) Process(ctx context.Context, recs []*kgo.Record, sem chan struct{
 		State:       t.get,
 		Sem:         sem,
 		Name:        fmt.Sprintf("task %d", t.cfg.Partition),
+		Tracer:      t.cfg.Tracer,
 	}, recs)
 	if err != nil {
 		return nil, err
 	}
-	return &Batch{outputs: res.Outputs, writes: res.Writes, Offsets: res.Offsets, Records: res.Records,
+	b := &Batch{outputs: res.Outputs, writes: res.Writes, Offsets: res.Offsets, Records: res.Records,
 		inputs:  addInputs(make([]topicInput, 0, len(t.cfg.InputTopics)), recs),
-		invalid: invalidCounts{res.Skipped, res.Substituted, res.DeadLettered}}, nil
+		invalid: invalidCounts{res.Skipped, res.Substituted, res.DeadLettered}}
+	if t.cfg.Tracer != nil {
+		var spans []trace.SpanContext
+		if res.Spans != nil {
+			spans = *res.Spans
+		}
+		b.trace = newTraced(recs, spans)
+	}
+	return b, nil
 }
 
 // get reads key from the open transaction's overlay, else from the store

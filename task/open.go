@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"maps"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/flechtwerk/flechtwerk/changelog"
+	"github.com/flechtwerk/flechtwerk/internal/tracing"
 	"github.com/flechtwerk/flechtwerk/internal/txn"
 	"github.com/flechtwerk/flechtwerk/store"
 )
@@ -33,6 +36,9 @@ type open struct {
 	// stats of every batch added since the last commit (inputs and
 	// policy counts also of empty batches)
 	stats Stats
+	// trace of every batch added since the last commit (Config.Tracer
+	// only)
+	trace *traced
 }
 
 // Add joins a processed batch to what the task has not committed: a
@@ -62,6 +68,13 @@ func (t *Task) Add(ctx context.Context, b *Batch) error {
 	}
 	o.stats.inputs = mergeInputs(o.stats.inputs, b.inputs)
 	o.stats.invalid.add(b.invalid)
+	if b.trace != nil {
+		if o.trace == nil {
+			o.trace = b.trace
+		} else {
+			o.trace.merge(b.trace)
+		}
+	}
 	if b.Empty() {
 		return nil
 	}
@@ -181,6 +194,10 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 		clRecs = append(clRecs, r)
 		o.txn.Send(r)
 	}
+	var span trace.Span
+	if t.cfg.Tracer != nil {
+		span = t.startCommit(ctx, &o, len(writes))
+	}
 	tm, err := o.txn.End(ctx, &txn.Offsets{
 		Group:     t.cfg.ApplicationID,
 		Partition: t.cfg.Partition,
@@ -188,6 +205,9 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 		TopicIDs:  t.cfg.TopicIDs,
 		Member:    t.cfg.Member,
 	})
+	if span != nil {
+		tracing.End(span, err)
+	}
 	if err != nil {
 		return Stats{}, fmt.Errorf("task %d: %w", t.cfg.Partition, err)
 	}

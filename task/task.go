@@ -15,6 +15,7 @@ import (
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/internal/config"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
+	"github.com/flechtwerk/flechtwerk/internal/tracing"
 	"github.com/flechtwerk/flechtwerk/internal/txn"
 	"github.com/flechtwerk/flechtwerk/store"
 )
@@ -45,6 +46,9 @@ type Config struct {
 	// not the group's current generation cannot commit. Required to
 	// commit offsets.
 	Member func() (memberID string, generation int32)
+	// Tracer, when not nil, traces the task's records and commits (see
+	// internal/tracing); nil is tracing off.
+	Tracer *tracing.Tracer
 }
 
 // Task is one running task.

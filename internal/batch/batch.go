@@ -11,9 +11,11 @@ import (
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
+	"github.com/flechtwerk/flechtwerk/internal/tracing"
 	"github.com/flechtwerk/flechtwerk/store"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
@@ -39,6 +41,11 @@ type Params struct {
 	// Policy decides what becomes of invalid records; nil: the policy of
 	// a Transformer built by WithPolicy, else Crash.
 	Policy *Policy
+	// Tracer, when not nil, gives every record that runs a span (a child
+	// of the trace context of its headers, its ctx the transform's) and
+	// injects that span's context into the record's outputs. Nil is
+	// tracing off: no header is read and no span made.
+	Tracer *tracing.Tracer
 }
 
 // Result is a processed, not yet committed, batch.
@@ -59,6 +66,10 @@ type Result struct {
 	// Skipped, Substituted and DeadLettered count the records the
 	// invalid-record policy handled (also added to the Policy's counts).
 	Skipped, Substituted, DeadLettered int
+	// Spans are the span contexts of the records that ran, in the order
+	// of Outputs; nil without Params.Tracer. (A pointer: the Result of a
+	// run without tracing is not one byte larger.)
+	Spans *[]oteltrace.SpanContext
 }
 
 // bucket is the records of one state key.
@@ -73,6 +84,9 @@ type bucket struct {
 	err   error
 	// records handled by the invalid-record policy
 	n counts
+	// span contexts of the bucket's records; nil without Params.Tracer
+	// (a pointer: a bucket without tracing is not one byte larger)
+	spans *[]oteltrace.SpanContext
 }
 
 // Run runs the transformer over recs, all of p.Partition. It neither
@@ -190,6 +204,12 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 	for _, bk := range buckets {
 		n.add(bk.n)
 		res.Outputs = append(res.Outputs, bk.outs...)
+		if bk.spans != nil {
+			if res.Spans == nil {
+				res.Spans = new([]oteltrace.SpanContext)
+			}
+			*res.Spans = append(*res.Spans, *bk.spans...)
+		}
 		switch bk.op {
 		case stage.Put:
 			res.Writes = append(res.Writes, store.Write{Key: bk.key, Value: bk.state})
@@ -220,8 +240,11 @@ func runBuckets(ctx context.Context, p Params, buckets []*bucket, stateful bool)
 		next, ran atomic.Int64
 		wg        sync.WaitGroup
 	)
+	// The goroutines capture the semaphore, not p: each of them would
+	// carry a copy of p.
+	sem := p.Sem
 	run := func(bk *bucket) {
-		defer func() { <-p.Sem }()
+		defer func() { <-sem }()
 		runBucket(ctx, p, bk, stateful)
 		ran.Add(1)
 	}
@@ -235,7 +258,7 @@ func runBuckets(ctx context.Context, p Params, buckets []*bucket, stateful bool)
 					return
 				}
 				select {
-				case p.Sem <- struct{}{}:
+				case sem <- struct{}{}:
 				case <-ctx.Done():
 					return
 				}
@@ -269,48 +292,24 @@ func runBucket(ctx context.Context, p Params, bk *bucket, stateful bool) {
 		}
 	}
 	existed := found
-	pol := p.Policy
-	for i, r := range bk.recs {
-		res, err := process(ctx, p.Transformer, bk.in[i], cur, found)
-		if err != nil {
-			ie, ok := asInvalid(r, err)
-			if !ok {
-				bk.err = recordError(r, err)
+	for i := range bk.recs {
+		if p.Tracer == nil {
+			if !runRecord(ctx, p, bk, i, &cur, &found, stateful) {
 				return
 			}
-			switch pol.Mode {
-			case Skip:
-				pol.log(ie)
-				bk.n.skipped++
-				continue
-			case DeadLetter:
-				pol.log(ie)
-				bk.n.dead++
-				bk.outs = append(bk.outs, pol.deadLetter(r, ie))
-				continue
-			case Substitute:
-				if res, err = substitute(ctx, p, bk, r, ie, cur, found); err != nil {
-					bk.err = err
-					return
-				}
-				pol.log(ie)
-				bk.n.substituted++
-			default:
-				bk.err = ie
-				return
-			}
-		}
-		bk.outs = append(bk.outs, res.Outputs...)
-		if !stateful {
 			continue
 		}
-		switch res.Op {
-		case stage.Put:
-			cur, found = res.State, true
-			bk.op, bk.state = stage.Put, res.State
-		case stage.Delete:
-			cur, found = nil, false
-			bk.op, bk.state = stage.Delete, nil
+		rctx, span := p.Tracer.Record(ctx, bk.recs[i], p.Partition)
+		n := len(bk.outs)
+		ok := runRecord(rctx, p, bk, i, &cur, &found, stateful)
+		p.Tracer.Inject(rctx, bk.outs[n:])
+		if bk.spans == nil {
+			bk.spans = new([]oteltrace.SpanContext)
+		}
+		*bk.spans = append(*bk.spans, span.SpanContext())
+		tracing.End(span, bk.err)
+		if !ok {
+			return
 		}
 	}
 	if bk.op == stage.Delete && !existed {
@@ -319,6 +318,55 @@ func runBucket(ctx context.Context, p Params, bk *bucket, stateful bool) {
 		// changes nothing, and the changelog gets no tombstone.
 		bk.op = stage.Keep
 	}
+}
+
+// runRecord runs the bucket's record i on the state cur (found), adds its
+// outputs to the bucket and moves cur and found to its state. It reports
+// false when the record ended the bucket (bk.err is set).
+func runRecord(ctx context.Context, p Params, bk *bucket, i int, cur *[]byte, found *bool, stateful bool) bool {
+	r, pol := bk.recs[i], p.Policy
+	res, err := process(ctx, p.Transformer, bk.in[i], *cur, *found)
+	if err != nil {
+		ie, ok := asInvalid(r, err)
+		if !ok {
+			bk.err = recordError(r, err)
+			return false
+		}
+		switch pol.Mode {
+		case Skip:
+			pol.log(ie)
+			bk.n.skipped++
+			return true
+		case DeadLetter:
+			pol.log(ie)
+			bk.n.dead++
+			bk.outs = append(bk.outs, pol.deadLetter(r, ie))
+			return true
+		case Substitute:
+			if res, err = substitute(ctx, p, bk, r, ie, *cur, *found); err != nil {
+				bk.err = err
+				return false
+			}
+			pol.log(ie)
+			bk.n.substituted++
+		default:
+			bk.err = ie
+			return false
+		}
+	}
+	bk.outs = append(bk.outs, res.Outputs...)
+	if !stateful {
+		return true
+	}
+	switch res.Op {
+	case stage.Put:
+		*cur, *found = res.State, true
+		bk.op, bk.state = stage.Put, res.State
+	case stage.Delete:
+		*cur, *found = nil, false
+		bk.op, bk.state = stage.Delete, nil
+	}
+	return true
 }
 
 // substitute runs r again with the policy's substitute value, in bucket bk

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kslog"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/changelog"
@@ -84,6 +86,10 @@ type Options struct {
 	// StandbyReplicas is how many standby replicas of each task the
 	// group keeps (on instances that do not run it).
 	StandbyReplicas int
+	// TracerProvider turns tracing on (nil: off); Propagator reads and
+	// writes trace context in headers (nil: W3C trace context).
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
 
 	// Extractor only.
 	ConfigTopics []string
