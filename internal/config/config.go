@@ -101,6 +101,10 @@ type Options struct {
 	AutoCommitInterval    time.Duration
 	AutoCommitIntervalSet bool
 
+	// Retries of sink writes and extractor polls, and the quarantine
+	// of failing configs (see retry.go).
+	Retry RetryOptions
+
 	set map[string]Kind // kind-specific options given, by option name
 }
 
@@ -236,6 +240,7 @@ func (o *Options) Validate(kind Kind, stateful bool) error {
 	if kind == Sink {
 		errs = append(errs, o.validateSink()...)
 	}
+	errs = append(errs, o.Retry.validate()...)
 	return errors.Join(errs...)
 }
 
