@@ -94,3 +94,31 @@ func QuarantineFailingConfigs(after time.Duration) Opt {
 		c.Retry.Quarantine, c.Retry.QuarantineFor = true, after
 	})
 }
+
+// QuarantinedConfig is a config an extractor isolated after its poll
+// failed (QuarantineFailingConfigs).
+type QuarantinedConfig struct {
+	Key []byte
+	// Err is the poll's last error (an *extractor.PollError).
+	Err   error
+	Since time.Time
+	// Until is when it is polled again unless its config record changes
+	// first; zero: only once it changes.
+	Until time.Time
+}
+
+// Quarantined returns the configs this instance of an extractor holds in
+// quarantine, by key; nil for other stages or when Run is not running.
+// A quarantined config does not make the instance unhealthy or unready
+// (its neighbours are served): alert on
+// flechtwerk_extractor_quarantined_configs. Safe for concurrent use.
+func (r *Runner) Quarantined() []QuarantinedConfig {
+	if r.ex == nil {
+		return nil
+	}
+	var out []QuarantinedConfig
+	for _, q := range r.ex.Quarantined() {
+		out = append(out, QuarantinedConfig{Key: q.Key, Err: q.Err, Since: q.Since, Until: q.Until})
+	}
+	return out
+}

@@ -20,8 +20,8 @@ type Policy struct {
 	// Initial is the first wait, Max the longest; each wait is the
 	// previous times Multiplier, with jitter of ±Jitter of itself.
 	Initial, Max time.Duration
-	Multiplier  float64
-	Jitter      float64
+	Multiplier   float64
+	Jitter       float64
 	// Transient reports whether err may be tried again; nil: no error
 	// is.
 	Transient func(error) bool
