@@ -99,7 +99,7 @@ var catalog = []Metric{
 	{StandbyLag, Gauge, "offsets", []string{"partition"}, "Changelog offsets the store of a standby replica of this instance is behind its changelog partition's last stable offset: what a failover of the task to this instance would replay; computed at scrape time (at most once per second, one ListOffsets). Transformer."},
 	{ConfigEntries, Gauge, "entries", nil, "Live configs in the config table. Extractor."},
 	{ExtractorPolls, Counter, "polls", []string{"partition"}, "Polls that ended (partition is the token). Extractor."},
-	{ExtractorPollErrors, Counter, "polls", []string{"partition"}, "Polls that ended with an error (they end Run). Extractor."},
+	{ExtractorPollErrors, Counter, "polls", []string{"partition"}, "Poll attempts that ended with an error (they end Run unless runner.PollRetry retries them or runner.QuarantineFailingConfigs isolates the config). Extractor."},
 	{ExtractorPages, Counter, "pages", []string{"partition"}, "Pages committed (each one transaction). Extractor."},
 	{ExtractorPollTime, Histogram, "seconds", nil, "Time of one poll, all its pages included. Extractor."},
 	{BuildInfo, Gauge, "info", []string{"version", "go_version", "revision"}, "Always 1: the version of the flechtwerk module the binary was built with (\"(devel)\" or \"unknown\" when not recorded), its Go version and its VCS revision (\"unknown\" when not recorded), from runtime/debug.ReadBuildInfo."},
