@@ -62,3 +62,11 @@ func (p *Policy) Do(ctx context.Context, op func() error, retried func(err error
 	}
 	return err
 }
+
+// Doubling returns a Policy without jitter whose waits start at initial
+// and double up to maxWait: for broker state that settles (a coordinator
+// loading, a topic's metadata spreading), where the waits need not be
+// spread. The caller sets its bounds.
+func Doubling(initial, maxWait time.Duration, transient func(error) bool) *Policy {
+	return &Policy{Initial: initial, Max: max(initial, maxWait), Multiplier: 2, Transient: transient}
+}
