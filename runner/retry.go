@@ -86,9 +86,11 @@ func PollRetry(p RetryPolicy) Opt {
 // by Runner.Quarantined, while the other configs keep polling. Its cursor
 // stays at its last committed page. It is polled again when its config
 // record changes (a new value, or a re-put of the same one), or, when
-// after is positive, once after has passed. Errors of the token's
-// transactions still end Run. Default: off (a failed poll ends Run).
-// Extractor only.
+// after is positive, once after has passed; a config whose token moves to
+// another instance leaves the quarantine here (its new owner polls it).
+// Errors of the token's transactions still end Run. Given a negative
+// after, New reports flechtwerk.CodeInvalidOption. Default: off (a failed
+// poll ends Run). Extractor only.
 func QuarantineFailingConfigs(after time.Duration) Opt {
 	return only(config.Extractor, "QuarantineFailingConfigs", func(c *config.Options) {
 		c.Retry.Quarantine, c.Retry.QuarantineFor = true, after

@@ -66,15 +66,19 @@ func (rn *run) startDue() time.Time {
 			return true // every live key is seen: none looks tombstoned
 		}
 		if st.quar != nil {
-			if !st.quar.released(e, now) {
+			if tk := rn.tokens[extractor.Token(e.Key, rn.n)]; tk == nil || tk.ctx.Err() != nil {
+				// The token left this instance: its owner decides.
+				st.quar = nil
+			} else if !st.quar.released(e, now) {
 				quarantined++
 				if u := st.quar.until; !u.IsZero() && u.Before(next) {
 					next = u
 				}
 				return true
+			} else {
+				o.Logger.Info("config released from quarantine", "config", key, "since", st.quar.since)
+				st.quar, st.due = nil, time.Time{}
 			}
-			o.Logger.Info("config released from quarantine", "config", key, "since", st.quar.since)
-			st.quar, st.due = nil, time.Time{}
 		}
 		if susp || st.running {
 			return true
