@@ -387,17 +387,30 @@ func describe(ctx context.Context, adm *kadm.Client, topic string) ([16]byte, ti
 // yet known to the broker answering (a topic just created) or the error is
 // retriable.
 func listOffset(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), topic string, partition int32) (int64, error) {
-	backoff := 20 * time.Millisecond
 	// A topic unknown for this long is not being created: it is missing
 	// (e.g. a changelog partition beyond its count).
 	unknownUntil := time.Now().Add(30 * time.Second)
-	for {
+	unknown := func(err error) bool { return errors.Is(err, kerr.UnknownTopicOrPartition) }
+	// Retriable errors are retried until ctx ends; an unknown partition
+	// for 30 seconds.
+	p := retry.Doubling(20*time.Millisecond, time.Second, func(err error) bool {
+		if unknown(err) {
+			return !time.Now().After(unknownUntil)
+		}
+		return kerr.IsRetriable(err)
+	})
+	var (
+		at   int64
+		last error
+	)
+	err := p.Do(ctx, func() error {
 		offs, err := list(ctx, topic)
 		if err == nil {
 			o, ok := offs.Lookup(topic, partition)
 			switch {
 			case ok && o.Err == nil:
-				return o.Offset, nil
+				at = o.Offset
+				return nil
 			case ok:
 				err = o.Err
 			default:
@@ -407,19 +420,18 @@ func listOffset(ctx context.Context, list func(context.Context, ...string) (kadm
 				}
 			}
 		}
-		if !errors.Is(err, kerr.UnknownTopicOrPartition) && !kerr.IsRetriable(err) {
-			return 0, err
-		}
-		if errors.Is(err, kerr.UnknownTopicOrPartition) && time.Now().After(unknownUntil) {
-			return 0, fmt.Errorf("partition %d of %s still unknown after 30s: %w", partition, topic, err)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, errors.Join(err, ctx.Err())
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
+		last = err
+		return err
+	}, nil)
+	switch {
+	case err == nil:
+		return at, nil
+	case unknown(last) && time.Now().After(unknownUntil):
+		return 0, fmt.Errorf("partition %d of %s still unknown after 30s: %w", partition, topic, last)
+	case (unknown(last) || kerr.IsRetriable(last)) && ctx.Err() != nil:
+		return 0, errors.Join(last, ctx.Err())
 	}
+	return 0, last
 }
 
 func restoreRange(ctx context.Context, topic string, partition int32, from, end int64, st *store.Store, opts ...kgo.Opt) (int, error) {
