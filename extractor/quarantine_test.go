@@ -83,6 +83,9 @@ func TestQuarantineFailingConfig(t *testing.T) {
 	require.ErrorAs(t, q[0].Err, &pe)
 	require.True(t, q[0].Until.IsZero(), "held until its config changes")
 	require.Equal(t, float64(1), gatherValue(t, reg, metrics.ExtractorQuarantined))
+	require.Len(t, r.Degraded(), 1)
+	require.Contains(t, r.Degraded()[0], `config "a" quarantined since`, "listed in the /readyz body")
+	require.NoError(t, r.Ready(), "a quarantined config does not make the instance unready")
 
 	// Quarantined: a is not polled again while its config is unchanged.
 	polled := aPolls.Load()

@@ -1,10 +1,12 @@
 package runner
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/flechtwerk/flechtwerk/internal/config"
 	"github.com/flechtwerk/flechtwerk/internal/retry"
+	"github.com/flechtwerk/flechtwerk/metrics"
 )
 
 // RetryPolicy retries an operation outside Kafka (a sink's Write, an
@@ -121,6 +123,22 @@ func (r *Runner) Quarantined() []QuarantinedConfig {
 	var out []QuarantinedConfig
 	for _, q := range r.ex.Quarantined() {
 		out = append(out, QuarantinedConfig{Key: q.Key, Err: q.Err, Since: q.Since, Until: q.Until})
+	}
+	return out
+}
+
+var _ metrics.Degraded = (*Runner)(nil)
+
+// Degraded returns one line per quarantined config of an extractor, for
+// the body of /readyz (metrics.Degraded): the instance stays ready.
+func (r *Runner) Degraded() []string {
+	var out []string
+	for _, q := range r.Quarantined() {
+		l := fmt.Sprintf("config %q quarantined since %s", q.Key, q.Since.UTC().Format(time.RFC3339))
+		if !q.Until.IsZero() {
+			l += " until " + q.Until.UTC().Format(time.RFC3339)
+		}
+		out = append(out, l+": "+q.Err.Error())
 	}
 	return out
 }
