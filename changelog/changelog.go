@@ -16,6 +16,7 @@ import (
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/authz"
 	"github.com/flechtwerk/flechtwerk/internal/lso"
+	"github.com/flechtwerk/flechtwerk/internal/retry"
 	"github.com/flechtwerk/flechtwerk/store"
 )
 
@@ -44,8 +45,12 @@ func Topic(applicationID string) string { return applicationID + "-changelog" }
 // which would answer "unknown topic" for MetadataMinAge (5s) after the
 // first look.
 func Ensure(ctx context.Context, adm *kadm.Client, topic string, partitions int32, replication int16) error {
-	backoff := 20 * time.Millisecond
-	for attempt := 0; ; attempt++ {
+	raced := func(err error) bool { return errors.Is(err, kerr.TopicAlreadyExists) }
+	p := retry.Doubling(20*time.Millisecond, time.Second, raced)
+	p.MaxAttempts = 21
+	var last error // the raw error of the last attempt's create
+	err := p.Do(ctx, func() error {
+		last = nil
 		details, err := adm.ListTopics(uncached(ctx), topic)
 		if err != nil {
 			return fmt.Errorf("changelog: describing %s: %w", topic, acl(err, "Describe", topic))
@@ -59,18 +64,15 @@ func Ensure(ctx context.Context, adm *kadm.Client, topic string, partitions int3
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, kerr.TopicAlreadyExists) || attempt >= 20 {
-			return fmt.Errorf("changelog: creating %s with %d partitions: %w", topic, partitions, acl(err, "Create", topic))
-		}
-		// Another instance created it: wait until it is visible, then
-		// check it.
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("changelog: creating %s: %w", topic, errors.Join(err, ctx.Err()))
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
+		// TOPIC_ALREADY_EXISTS: another instance created it; wait
+		// until it is visible, then check it.
+		last = err
+		return fmt.Errorf("changelog: creating %s with %d partitions: %w", topic, partitions, acl(err, "Create", topic))
+	}, nil)
+	if err != nil && last != nil && raced(last) && ctx.Err() != nil {
+		return fmt.Errorf("changelog: creating %s: %w", topic, errors.Join(last, ctx.Err()))
 	}
+	return err
 }
 
 func check(ctx context.Context, adm *kadm.Client, topic string, have, want int32) error {
@@ -82,8 +84,11 @@ func check(ctx context.Context, adm *kadm.Client, topic string, have, want int32
 	// asked for its configs for a moment (its metadata lags): look again
 	// for up to about 15 seconds.
 	var rc kadm.ResourceConfig
-	backoff := 20 * time.Millisecond
-	for attempt := 0; ; attempt++ {
+	unknown := func(err error) bool { return errors.Is(err, kerr.UnknownTopicOrPartition) }
+	p := retry.Doubling(20*time.Millisecond, time.Second, unknown)
+	p.MaxAttempts = 21
+	var last error
+	err := p.Do(ctx, func() error {
 		rcs, err := adm.DescribeTopicConfigs(ctx, topic)
 		if err == nil {
 			rc, err = rcs.On(topic, nil)
@@ -91,18 +96,14 @@ func check(ctx context.Context, adm *kadm.Client, topic string, have, want int32
 		if err == nil {
 			err = rc.Err
 		}
-		if err == nil {
-			break
+		last = err
+		return err
+	}, nil)
+	if err != nil {
+		if unknown(last) && ctx.Err() != nil {
+			return fmt.Errorf("changelog: describing configs of %s: %w", topic, errors.Join(last, ctx.Err()))
 		}
-		if !errors.Is(err, kerr.UnknownTopicOrPartition) || attempt >= 20 {
-			return fmt.Errorf("changelog: describing configs of %s: %w", topic, acl(err, "DescribeConfigs", topic))
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("changelog: describing configs of %s: %w", topic, errors.Join(err, ctx.Err()))
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
+		return fmt.Errorf("changelog: describing configs of %s: %w", topic, acl(last, "DescribeConfigs", topic))
 	}
 	for _, c := range rc.Configs {
 		if c.Key == "cleanup.policy" && c.Value != nil && !compactOnly(*c.Value) {
@@ -329,9 +330,14 @@ const defaultDeleteRetention = 24 * time.Hour
 // delete.retention.ms.
 func describe(ctx context.Context, adm *kadm.Client, topic string) ([16]byte, time.Duration, error) {
 	var id [16]byte
-	backoff := 20 * time.Millisecond
-	unknownUntil := time.Now().Add(30 * time.Second)
-	for {
+	// Up to 30 seconds: the first failure after 30s is returned (a wait
+	// is at most 1s, and none starts that would end past 31s).
+	p := retry.Doubling(20*time.Millisecond, time.Second, func(err error) bool {
+		return errors.Is(err, kerr.UnknownTopicOrPartition) || kerr.IsRetriable(err)
+	})
+	p.MaxElapsed = 31 * time.Second
+	var last error
+	err := p.Do(ctx, func() error {
 		details, err := adm.ListTopics(uncached(ctx), topic)
 		if err == nil {
 			d, ok := details[topic]
@@ -344,18 +350,14 @@ func describe(ctx context.Context, adm *kadm.Client, topic string) ([16]byte, ti
 				id = d.ID
 			}
 		}
-		if err == nil {
-			break
+		last = err
+		return err
+	}, nil)
+	if err != nil {
+		if p.Transient(last) && ctx.Err() != nil {
+			return id, 0, errors.Join(last, ctx.Err())
 		}
-		if !errors.Is(err, kerr.UnknownTopicOrPartition) && !kerr.IsRetriable(err) || time.Now().After(unknownUntil) {
-			return id, 0, acl(err, "Describe", topic)
-		}
-		select {
-		case <-ctx.Done():
-			return id, 0, errors.Join(err, ctx.Err())
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
+		return id, 0, acl(last, "Describe", topic)
 	}
 	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
@@ -385,17 +387,30 @@ func describe(ctx context.Context, adm *kadm.Client, topic string) ([16]byte, ti
 // yet known to the broker answering (a topic just created) or the error is
 // retriable.
 func listOffset(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), topic string, partition int32) (int64, error) {
-	backoff := 20 * time.Millisecond
 	// A topic unknown for this long is not being created: it is missing
 	// (e.g. a changelog partition beyond its count).
 	unknownUntil := time.Now().Add(30 * time.Second)
-	for {
+	unknown := func(err error) bool { return errors.Is(err, kerr.UnknownTopicOrPartition) }
+	// Retriable errors are retried until ctx ends; an unknown partition
+	// for 30 seconds.
+	p := retry.Doubling(20*time.Millisecond, time.Second, func(err error) bool {
+		if unknown(err) {
+			return !time.Now().After(unknownUntil)
+		}
+		return kerr.IsRetriable(err)
+	})
+	var (
+		at   int64
+		last error
+	)
+	err := p.Do(ctx, func() error {
 		offs, err := list(ctx, topic)
 		if err == nil {
 			o, ok := offs.Lookup(topic, partition)
 			switch {
 			case ok && o.Err == nil:
-				return o.Offset, nil
+				at = o.Offset
+				return nil
 			case ok:
 				err = o.Err
 			default:
@@ -405,19 +420,18 @@ func listOffset(ctx context.Context, list func(context.Context, ...string) (kadm
 				}
 			}
 		}
-		if !errors.Is(err, kerr.UnknownTopicOrPartition) && !kerr.IsRetriable(err) {
-			return 0, err
-		}
-		if errors.Is(err, kerr.UnknownTopicOrPartition) && time.Now().After(unknownUntil) {
-			return 0, fmt.Errorf("partition %d of %s still unknown after 30s: %w", partition, topic, err)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, errors.Join(err, ctx.Err())
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
+		last = err
+		return err
+	}, nil)
+	switch {
+	case err == nil:
+		return at, nil
+	case unknown(last) && time.Now().After(unknownUntil):
+		return 0, fmt.Errorf("partition %d of %s still unknown after 30s: %w", partition, topic, last)
+	case (unknown(last) || kerr.IsRetriable(last)) && ctx.Err() != nil:
+		return 0, errors.Join(last, ctx.Err())
 	}
+	return 0, last
 }
 
 func restoreRange(ctx context.Context, topic string, partition int32, from, end int64, st *store.Store, opts ...kgo.Opt) (int, error) {

@@ -17,7 +17,9 @@ var ErrPageTimeout = errors.New("extractor: page exceeded PageTimeout")
 // (or its codec panicked). The open page was aborted: nothing of it is
 // visible and the config's cursor did not move, so the next run polls the
 // config again from its last committed cursor. Pages the poll committed
-// before the error stay committed.
+// before the error stay committed. It ends Run unless runner.PollRetry
+// retries it (from the same cursor) or runner.QuarantineFailingConfigs
+// isolates the config.
 type PollError struct {
 	// Key is the config key.
 	Key []byte

@@ -57,6 +57,14 @@ const (
 	ExtractorCursorAge     = "flechtwerk_extractor_cursor_age_seconds"
 	StandbyLag             = "flechtwerk_standby_lag_offsets"
 	BuildInfo              = "flechtwerk_build_info"
+	ExtractorPollRetries   = "flechtwerk_extractor_poll_retries_total"
+	ExtractorQuarantined   = "flechtwerk_extractor_quarantined_configs"
+	SinkWrites             = "flechtwerk_sink_writes_total"
+	SinkRecordsWritten     = "flechtwerk_sink_records_written_total"
+	SinkWriteErrors        = "flechtwerk_sink_write_errors_total"
+	SinkRetries            = "flechtwerk_sink_retries_total"
+	SinkWriteDuration      = "flechtwerk_sink_write_duration_seconds"
+	SinkCommittedOffset    = "flechtwerk_sink_committed_offset"
 )
 
 var catalog = []Metric{
@@ -85,17 +93,25 @@ var catalog = []Metric{
 	{RestoreRemaining, Gauge, "offsets", []string{"partition"}, "Changelog offsets left to read by the restore of a task (0 once restored)."},
 	{RestoreProgress, Gauge, "ratio", []string{"partition"}, "Fraction of the changelog partition's offsets a restore has read (1 once restored)."},
 	{RestoreDuration, Histogram, "seconds", nil, "Time of one task restore (buckets up to 30 minutes)."},
-	{ConsumerLag, Gauge, "offsets", []string{"topic", "partition"}, "Last stable offset minus the group's committed offset, for every partition of the input topics (not only those of this instance's tasks: every live instance exports the same values, aggregate with max by partition); computed at scrape time (at most once per second, one ListOffsets and one OffsetFetch). Transformer."},
+	{ConsumerLag, Gauge, "offsets", []string{"topic", "partition"}, "Last stable offset minus the group's committed offset, for every partition of the input topics (not only those of this instance's tasks: every live instance exports the same values, aggregate with max by partition); computed at scrape time (at most once per second, one ListOffsets and one OffsetFetch). Transformer and sink."},
 	{StoreEntries, Gauge, "entries", []string{"partition"}, "Keys in the store of a running task, counted at scrape time (at most once per 30s per store)."},
 	{StoreBytes, Gauge, "bytes", []string{"partition"}, "Disk space of the store of a running task (Pebble DiskSpaceUsage)."},
 	{StandbyLag, Gauge, "offsets", []string{"partition"}, "Changelog offsets the store of a standby replica of this instance is behind its changelog partition's last stable offset: what a failover of the task to this instance would replay; computed at scrape time (at most once per second, one ListOffsets). Transformer."},
 	{ConfigEntries, Gauge, "entries", nil, "Live configs in the config table. Extractor."},
 	{ExtractorPolls, Counter, "polls", []string{"partition"}, "Polls that ended (partition is the token). Extractor."},
-	{ExtractorPollErrors, Counter, "polls", []string{"partition"}, "Polls that ended with an error (they end Run). Extractor."},
+	{ExtractorPollErrors, Counter, "polls", []string{"partition"}, "Poll attempts that ended with an error (they end Run unless runner.PollRetry retries them or runner.QuarantineFailingConfigs isolates the config). Extractor."},
 	{ExtractorPages, Counter, "pages", []string{"partition"}, "Pages committed (each one transaction). Extractor."},
 	{ExtractorPollTime, Histogram, "seconds", nil, "Time of one poll, all its pages included. Extractor."},
 	{BuildInfo, Gauge, "info", []string{"version", "go_version", "revision"}, "Always 1: the version of the flechtwerk module the binary was built with (\"(devel)\" or \"unknown\" when not recorded), its Go version and its VCS revision (\"unknown\" when not recorded), from runtime/debug.ReadBuildInfo."},
 	{ExtractorCursorAge, Gauge, "seconds", nil, "Seconds since the stalest live config this instance polled last ended a poll successfully. Extractor."},
+	{ExtractorPollRetries, Counter, "retries", []string{"partition"}, "Polls tried again after a transient error (runner.PollRetry; partition is the token). Extractor."},
+	{ExtractorQuarantined, Gauge, "configs", nil, "Configs this instance isolated after their poll failed (runner.QuarantineFailingConfigs): not polled until their config record changes or the quarantine ends. Extractor."},
+	{SinkWrites, Counter, "writes", []string{"topic", "partition"}, "Write calls of a sink that returned nil (one per partition per poll cycle). Sink."},
+	{SinkRecordsWritten, Counter, "records", []string{"topic", "partition"}, "Outputs a sink's successful Write calls wrote (a retried batch counts once). Sink."},
+	{SinkWriteErrors, Counter, "writes", []string{"topic", "partition"}, "Write calls of a sink that returned an error, retried ones included. Sink."},
+	{SinkRetries, Counter, "retries", []string{"topic", "partition"}, "Write calls of a sink tried again after a transient error (runner.SinkRetry). Sink."},
+	{SinkWriteDuration, Histogram, "seconds", nil, "Time of one Write call of a sink, failed ones included (not the waits between retries). Sink."},
+	{SinkCommittedOffset, Gauge, "offset", []string{"topic", "partition"}, "The last offset this instance committed for the partition to the sink's group (the next to read), once the commit succeeded. Sink."},
 }
 
 // Catalog returns every metric a runner registers.

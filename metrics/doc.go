@@ -38,7 +38,7 @@
 //	flechtwerk_restore_remaining_offsets{partition}      gauge      changelog offsets left to restore
 //	flechtwerk_restore_progress_ratio{partition}         gauge      restore progress, 0..1
 //	flechtwerk_restore_duration_seconds                  histogram  restore time
-//	flechtwerk_consumer_lag_offsets{topic,partition}     gauge      LSO minus committed offset, every input partition
+//	flechtwerk_consumer_lag_offsets{topic,partition}     gauge      LSO minus committed offset, every input partition (transformer, sink)
 //	flechtwerk_store_entries{partition}                  gauge      keys in a task's store
 //	flechtwerk_store_bytes{partition}                    gauge      disk space of a task's store
 //	flechtwerk_standby_lag_offsets{partition}            gauge      LSO minus a standby replica's checkpoint
@@ -48,6 +48,14 @@
 //	flechtwerk_extractor_pages_total{partition}          counter    pages committed
 //	flechtwerk_extractor_poll_duration_seconds           histogram  poll time
 //	flechtwerk_extractor_cursor_age_seconds              gauge      since the stalest config's last good poll
+//	flechtwerk_extractor_poll_retries_total{partition}   counter    polls retried after a transient error
+//	flechtwerk_extractor_quarantined_configs             gauge      configs isolated after a failed poll
+//	flechtwerk_sink_writes_total{topic,partition}        counter    sink Write calls that succeeded
+//	flechtwerk_sink_records_written_total{topic,partition} counter  outputs successfully written
+//	flechtwerk_sink_write_errors_total{topic,partition}  counter    sink Write calls that failed
+//	flechtwerk_sink_retries_total{topic,partition}       counter    sink Write calls retried
+//	flechtwerk_sink_write_duration_seconds               histogram  time of one sink Write call
+//	flechtwerk_sink_committed_offset{topic,partition}    gauge      last offset the sink committed
 //	flechtwerk_build_info{version,go_version,revision}   gauge      1, labelled with the build
 //
 // Values that need I/O or a scan are computed when the registry is

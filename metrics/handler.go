@@ -19,6 +19,14 @@ type Status interface {
 	Ready() error
 }
 
+// Degraded is a Status that can also say what a ready instance does not
+// serve (an extractor's quarantined configs); *runner.Runner implements
+// it.
+type Degraded interface {
+	// Degraded returns one line per thing not served; none when all is.
+	Degraded() []string
+}
+
 // Handler serves the probes and the metrics:
 //
 //   - /healthz: 200 "ok" while s is healthy, else 503 with the reason
@@ -26,7 +34,9 @@ type Status interface {
 //     or when the main loop stalled);
 //   - /readyz: 200 "ok" while s is ready, else 503 with the reason (for a
 //     readiness probe: it fails until the first assignment is restored
-//     and once Run stops; rebalances and later restores do not);
+//     and once Run stops; rebalances and later restores do not); when s
+//     is Degraded, a ready instance's "ok" is followed by its lines (the
+//     status stays 200: what it isolated does not stop the rest);
 //   - /metrics: g in the Prometheus exposition format (404 when g is nil).
 func Handler(s Status, g prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
@@ -42,7 +52,21 @@ func Handler(s Status, g prometheus.Gatherer) http.Handler {
 		}
 	}
 	mux.Handle("/healthz", probe(s.Healthy))
-	mux.Handle("/readyz", probe(s.Ready))
+	ready := probe(s.Ready)
+	if d, ok := s.(Degraded); ok {
+		ready = func(w http.ResponseWriter, r *http.Request) {
+			if s.Ready() != nil {
+				probe(s.Ready)(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			_, _ = w.Write([]byte("ok\n"))
+			for _, l := range d.Degraded() {
+				_, _ = w.Write([]byte(l + "\n"))
+			}
+		}
+	}
+	mux.Handle("/readyz", ready)
 	if g != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/flechtwerk/flechtwerk/internal/retry"
 )
 
 // offsetFetchPatience bounds how long a committed-offset fetch waits for a
@@ -46,26 +48,23 @@ func fetchCommitted(ctx context.Context, adm *kadm.Client, log *slog.Logger, g s
 // COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR. Other errors, and a
 // coordinator still not ready after offsetFetchPatience, are returned.
 func retryNotReady(ctx context.Context, log *slog.Logger, g string, backoff time.Duration, fetch func() error) error {
-	deadline := time.Now().Add(offsetFetchPatience)
-	for {
-		err := fetch()
-		if err == nil {
-			return nil
-		}
-		if !coordinatorNotReady(err) || time.Now().Add(backoff).After(deadline) {
-			if coordinatorNotReady(err) {
-				err = fmt.Errorf("coordinator not ready after %v: %w", offsetFetchPatience, err)
-			}
-			return groupACL(err, g)
-		}
-		log.Debug("offset fetch: coordinator not ready, retrying", "group", g, "err", err, "backoff", backoff)
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
+	p := retry.Doubling(backoff, time.Second, coordinatorNotReady)
+	p.MaxElapsed = offsetFetchPatience
+	var last error
+	err := p.Do(ctx, func() error { last = fetch(); return last }, func(err error, wait time.Duration) {
+		log.Debug("offset fetch: coordinator not ready, retrying", "group", g, "err", err, "backoff", wait)
+	})
+	if err == nil {
+		return nil
 	}
+	err = last // not ctx's cause: the fetch's own error
+	if coordinatorNotReady(err) {
+		if ctx.Err() != nil {
+			return err // ctx ended during a wait
+		}
+		err = fmt.Errorf("coordinator not ready after %v: %w", offsetFetchPatience, err)
+	}
+	return groupACL(err, g)
 }
 
 // coordinatorNotReady reports a transient group coordinator error, or

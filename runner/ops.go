@@ -377,12 +377,17 @@ type source struct {
 // Lag returns the lag of every partition of the input topics, whichever
 // instance runs it: lag stays visible while any instance lives.
 func (s source) Lag(ctx context.Context) (map[imetrics.TP]int64, error) {
-	c := s.o.cfg
-	lso, err := s.rn.adm.ListCommittedOffsets(ctx, c.InputTopics...)
+	return groupLag(ctx, s.rn.adm, s.o.cfg.Group(), s.o.cfg.InputTopics)
+}
+
+// groupLag returns the last stable offset minus group's committed offset
+// (0 without a commit) of every partition of ts.
+func groupLag(ctx context.Context, adm *kadm.Client, group string, ts []string) (map[imetrics.TP]int64, error) {
+	lso, err := adm.ListCommittedOffsets(ctx, ts...)
 	if err != nil {
 		return nil, err
 	}
-	committed, err := s.rn.adm.FetchOffsets(ctx, c.Group())
+	committed, err := adm.FetchOffsets(ctx, group)
 	if err != nil {
 		return nil, err
 	}

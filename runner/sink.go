@@ -137,6 +137,7 @@ func (r *Runner) runSink(ctx context.Context) error {
 	if sr.consumer, err = kgo.NewClient(sr.consumerOpts(base)...); err != nil {
 		return fmt.Errorf("runner: consumer: %w", err)
 	}
+	defer c.Metrics.Attach(sinkSource{sr})()
 	c.Logger.Info("sink starting", "group", c.Group(), "topics", c.InputTopics, "delivery", r.snk.Delivery().String())
 	err = sr.loop(ctx)
 	if sr.atLeast {
@@ -437,7 +438,7 @@ func (sr *sinkRun) cycle(ctx context.Context, fetches kgo.Fetches) error {
 			for j, p := range pt.outs {
 				outs[j] = p.out
 			}
-			if err := sr.snk.Write(ctx, outs); err != nil {
+			if err := sr.write(ctx, pt.tp, outs); err != nil {
 				errs[i] = &sink.WriteError{Topic: pt.tp.Topic, Partition: pt.tp.Partition, First: pt.outs[0].off, Last: pt.outs[len(pt.outs)-1].off, Err: err}
 				return
 			}
@@ -552,6 +553,7 @@ func (sr *sinkRun) commitDone(offs []commit.Offset, resp *kmsg.OffsetCommitRespo
 		if e := perr[commit.TopicPartition{Topic: o.Topic, Partition: o.Partition}]; e != nil {
 			failed(o, e)
 		} else {
+			sr.c.Metrics.SinkCommitted(o.Topic, o.Partition, o.Offset)
 			log.Debug("sink offset committed", "commit", why, "topic", o.Topic, "partition", o.Partition, "offset", o.Offset)
 		}
 	}

@@ -37,7 +37,9 @@ type Record[V any] struct {
 // the same time (see runner.Concurrency), calls for one partition never do.
 //
 // An error ends Run: nothing of the batch is committed to the group, and
-// the records are delivered again after the restart (let it crash). Under
+// the records are delivered again after the restart (let it crash), unless
+// runner.SinkRetry classifies the error as transient: then the batch is
+// written again, with backoff, within the policy's bounds. Under
 // at-least-once a record may therefore be written more than once: make
 // Write idempotent (an upsert on a natural key, an idempotency key).
 type Sink[V any] interface {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/fencing"
+	"github.com/flechtwerk/flechtwerk/internal/retry"
 )
 
 // Description is the result of describe APP (its --json form).
@@ -585,19 +586,12 @@ func orNone(s string) string {
 // retriable (a coordinator still loading or moving, as on a fresh
 // cluster), or ctx ends.
 func retrying(ctx context.Context, fn func() error) error {
-	backoff := 50 * time.Millisecond
-	for {
-		err := fn()
-		if err == nil || !retriable(err) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
+	var last error
+	err := retry.Doubling(50*time.Millisecond, time.Second, retriable).Do(ctx, func() error { last = fn(); return last }, nil)
+	if err != nil {
+		return last // ctx's end returns fn's error, not ctx's
 	}
+	return nil
 }
 
 func retriable(err error) bool {

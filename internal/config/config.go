@@ -112,6 +112,10 @@ type Options struct {
 	AutoCommitInterval    time.Duration
 	AutoCommitIntervalSet bool
 
+	// Retries of sink writes and extractor polls, and the quarantine
+	// of failing configs (see retry.go).
+	Retry RetryOptions
+
 	set map[string]Kind // kind-specific options given, by option name
 }
 
@@ -253,6 +257,7 @@ func (o *Options) Validate(kind Kind, stateful bool) error {
 			bad(flechtwerk.CodeInvalidOption, "TransactionTimeout", "must be positive, is %v", o.TransactionTimeout)
 		}
 	}
+	errs = append(errs, o.Retry.validate()...)
 	return errors.Join(errs...)
 }
 

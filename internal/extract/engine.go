@@ -15,6 +15,7 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/group"
 	"github.com/flechtwerk/flechtwerk/internal/latch"
 	"github.com/flechtwerk/flechtwerk/internal/pollstage"
+	"github.com/flechtwerk/flechtwerk/internal/retry"
 	"github.com/flechtwerk/flechtwerk/internal/topics"
 )
 
@@ -49,7 +50,7 @@ func (e *Engine) Wake(key []byte) bool {
 func (e *Engine) Run(ctx context.Context) error {
 	o := e.o
 	rn := &run{e: e, o: o, wake: make(chan struct{}, 1), tokens: map[int32]*token{}, sched: map[string]*schedule{},
-		sem: make(chan struct{}, o.Concurrency), changelog: o.Changelog()}
+		sem: make(chan struct{}, o.Concurrency), changelog: o.Changelog(), pollPol: pollPolicy(o.Retry.Poll)}
 
 	admCl, err := kgo.NewClient(o.ClientOpts()...)
 	if err != nil {
@@ -149,6 +150,7 @@ type run struct {
 	cancel    context.CancelFunc
 	sem       chan struct{}
 	wg        sync.WaitGroup
+	pollPol   *retry.Policy // PollRetry; nil: none
 
 	// mu guards tokens and sched.
 	mu     sync.Mutex

@@ -1,6 +1,7 @@
 package extract
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,6 +19,8 @@ type schedule struct {
 	running bool      // a poll or a cursor delete of the key runs
 	due     time.Time // the next poll starts at or after due; zero: at once
 	woken   time.Time // when Wake was called; zero: not woken
+	// quar is the quarantine of a config whose poll failed; nil: none.
+	quar *quarantine
 }
 
 // job is a due poll or cursor delete.
@@ -44,8 +47,10 @@ func (rn *run) startDue() time.Time {
 	live := map[string]bool{}
 	var jobs []job
 	bad := false
+	quarantined := 0
 	rn.mu.Lock()
 	defer rn.mu.Unlock()
+	defer func() { o.Metrics.Quarantined(quarantined) }()
 	rn.table.Range(func(e configtopic.Entry[any]) bool {
 		key := string(e.Key)
 		live[key] = true
@@ -59,6 +64,21 @@ func (rn *run) startDue() time.Time {
 			rn.setFatal(err)
 			bad = true
 			return true // every live key is seen: none looks tombstoned
+		}
+		if st.quar != nil {
+			if tk := rn.tokens[extractor.Token(e.Key, rn.n)]; tk == nil || tk.ctx.Err() != nil {
+				// The token left this instance: its owner decides.
+				st.quar = nil
+			} else if !st.quar.released(e, now) {
+				quarantined++
+				if u := st.quar.until; !u.IsZero() && u.Before(next) {
+					next = u
+				}
+				return true
+			} else {
+				o.Logger.Info("config released from quarantine", "config", key, "since", st.quar.since)
+				st.quar, st.due = nil, time.Time{}
+			}
 		}
 		if susp || st.running {
 			return true
@@ -185,10 +205,25 @@ func (rn *run) poll(tk *token, e configtopic.Entry[any], st *schedule) {
 		rn.wg.Done()
 		rn.poke()
 	}()
-	began := time.Now()
-	err := rn.pollOnce(tk, e)
-	rn.o.Metrics.Polled(tk.n, e.Key, began, err)
-	if err != nil {
+	m := rn.o.Metrics
+	err := rn.pollPol.Do(tk.ctx, func() error {
+		began := time.Now()
+		err := rn.pollOnce(tk, e)
+		m.Polled(tk.n, e.Key, began, err)
+		return err
+	}, func(err error, wait time.Duration) {
+		m.PollRetried(tk.n)
+		rn.o.Logger.Warn("poll failed with a transient error, retrying", "config", string(e.Key), "token", tk.n, "wait", wait, "err", err)
+	})
+	if err == nil {
+		return
+	}
+	if pe := (*extractor.PollError)(nil); tk.ctx.Err() != nil && !errors.As(err, &pe) {
+		// The token moved or Run stops during a retry's wait: not a
+		// failure (pollOnce returns only a PollError then).
+		return
+	}
+	if !rn.isolate(st, e, tk.n, err) {
 		rn.setFatal(err)
 	}
 }

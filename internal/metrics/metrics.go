@@ -46,6 +46,12 @@ type Recorder struct {
 	lagDesc, entriesDesc, bytesDesc    *prometheus.Desc
 	standbyLagDesc                     *prometheus.Desc
 	configDesc, cursorAgeDesc          *prometheus.Desc
+	pollRetries                        *prometheus.CounterVec
+	quarantined                        prometheus.Gauge
+	sinkWrites, sinkRecords            *prometheus.CounterVec
+	sinkErrors, sinkRetries            *prometheus.CounterVec
+	sinkWriteTime                      prometheus.Histogram
+	sinkCommitted                      *prometheus.GaugeVec
 
 	mu      sync.Mutex
 	src     Source
@@ -149,6 +155,14 @@ func New(reg prometheus.Registerer, app string) (*Recorder, error) {
 	r.restoreTime = hist(pub.RestoreDuration, restoreBuckets)
 	r.polls, r.pollErrors, r.pages = counter(pub.ExtractorPolls), counter(pub.ExtractorPollErrors), counter(pub.ExtractorPages)
 	r.pollTime = hist(pub.ExtractorPollTime, secs)
+	r.pollRetries = counter(pub.ExtractorPollRetries)
+	q := prometheus.NewGauge(prometheus.GaugeOpts{Name: pub.ExtractorQuarantined, Help: byName[pub.ExtractorQuarantined].Help})
+	errs = append(errs, reg.Register(q))
+	r.quarantined = q
+	r.sinkWrites, r.sinkRecords = counter(pub.SinkWrites), counter(pub.SinkRecordsWritten)
+	r.sinkErrors, r.sinkRetries = counter(pub.SinkWriteErrors), counter(pub.SinkRetries)
+	r.sinkWriteTime = hist(pub.SinkWriteDuration, secs)
+	r.sinkCommitted = gauge(pub.SinkCommittedOffset)
 	bi := byName[pub.BuildInfo]
 	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: pub.BuildInfo, Help: bi.Help, ConstLabels: buildLabels()})
 	build.Set(1)
