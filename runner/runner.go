@@ -141,6 +141,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 			r.ops.mu.Lock()
 			if r.ops.state < Stopping {
 				r.ops.setLocked(Running, nil)
+				r.ops.served = true
 			}
 			r.ops.mu.Unlock()
 		})
