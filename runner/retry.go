@@ -63,7 +63,9 @@ func (p RetryPolicy) policy() *retry.Policy {
 // are used up, ends Run with its *sink.WriteError, as without the option.
 // Each retry is logged at warn and counted (flechtwerk_sink_retries_total).
 // Invalid policies are flechtwerk.CodeInvalidOption errors of New. Sink
-// only.
+// only, and at-least-once only: an at-most-once sink with it is a
+// flechtwerk.CodeDeliveryConflict error (a retried write of unknown
+// outcome could store its records twice).
 func SinkRetry(p RetryPolicy) Opt {
 	return only(config.Sink, "SinkRetry", func(c *config.Options) { c.Retry.Sink = p.policy() })
 }

@@ -97,6 +97,11 @@ func TestSinkDeliveryConfig(t *testing.T) {
 	require.ErrorIs(t, err, flechtwerk.ErrDeliveryConflict)
 	require.ErrorContains(t, err, "CommitKeepalive")
 
+	_, err = runner.New(sink.New[[]byte](&m, codec, sink.Delivery(sink.AtMostOnce)),
+		append(base, runner.SinkRetry(runner.RetryPolicy{Transient: func(error) bool { return true }, MaxAttempts: 3}))...)
+	require.ErrorIs(t, err, flechtwerk.ErrDeliveryConflict)
+	require.ErrorContains(t, err, "SinkRetry")
+
 	_, err = runner.New(sink.New[[]byte](&m, codec, sink.Delivery(sink.Mode(7))), base...)
 	require.ErrorIs(t, err, flechtwerk.ErrInvalidOption)
 

@@ -299,6 +299,10 @@ func (o *Options) ValidateDelivery(atLeastOnce bool) error {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeDeliveryConflict, "CommitKeepalive",
 			"the sink is at-most-once, whose timer auto-commit keeps offsets alive; CommitKeepalive is for at-least-once sinks"))
 	}
+	if !atLeastOnce && o.Retry.Sink != nil {
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeDeliveryConflict, "SinkRetry",
+			"the sink is at-most-once: a write retried after an error of unknown outcome (a timeout) may store its records twice, which that mode rules out; SinkRetry is for at-least-once sinks"))
+	}
 	return errors.Join(errs...)
 }
 
