@@ -36,9 +36,14 @@ type Header = transformer.Header
 //     holding the record committed;
 //   - nil and no error: dropped (counted as "filtered") and acknowledged
 //     with its batch;
-//   - an error (or a panic): a poison message, logged, counted as
-//     "poison" and acknowledged with its batch. Crashing instead would
-//     make the broker deliver it again after every restart.
+//   - an error: a poison message, logged, counted as "poison" and
+//     acknowledged with its batch. Crashing instead would make the broker
+//     deliver it again after every restart.
+//   - a panic, or a record without a topic: a defect of the relay, not of
+//     the message. Run ends with it (a *flechtwerk.PanicError, or an
+//     error naming the MQTT topic) and nothing of the batch is
+//     acknowledged, so no message is lost to a bug; the broker delivers
+//     the batch again to the fixed relay.
 //
 // A batch's PUBACKs leave in arrival order once its transaction committed
 // (at once when it holds no record).
@@ -182,7 +187,7 @@ func (v engineView[C]) Filter(e configtopic.Entry[any]) (f string, active bool, 
 func (v engineView[C]) Relay(e configtopic.Entry[any], m bridge.Message) (rec *kgo.Record, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			rec, err = nil, flechtwerk.Recovered(p)
+			rec, err = nil, &bridge.DefectError{Err: flechtwerk.Recovered(p)}
 		}
 	}()
 	out, err := v.b.relay(Config[C]{Record: e.Record, Config: e.Config.(C)}, m)
@@ -190,7 +195,7 @@ func (v engineView[C]) Relay(e configtopic.Entry[any], m bridge.Message) (rec *k
 		return nil, err
 	}
 	if out.Topic == "" {
-		return nil, fmt.Errorf("the relay returned a record without a topic")
+		return nil, &bridge.DefectError{Err: fmt.Errorf("the relay returned a record without a topic")}
 	}
 	rec = &kgo.Record{Topic: out.Topic, Key: out.Key, Value: out.Value}
 	if len(out.Headers) > 0 {

@@ -370,7 +370,10 @@ func (rn *run) cycle(ctx context.Context) error {
 		m.received.WithLabelValues(f).Inc()
 		rec, err := rn.e.s.Relay(rn.active[f], Message{Topic: msg.Topic(), Payload: msg.Payload(), QoS: msg.Qos(),
 			Duplicate: msg.Duplicate(), Retained: msg.Retained()})
+		var defect *DefectError
 		switch {
+		case errors.As(err, &defect):
+			return fmt.Errorf("mqtt bridge: relay of a message of topic %s (filter %s); nothing of the batch acknowledged, the broker delivers it again: %w", msg.Topic(), f, err)
 		case err != nil:
 			rn.log.Warn("mqtt bridge dropping a poison message", "topic", msg.Topic(), "filter", f, "error", err)
 			m.dropped.WithLabelValues(f, DropPoison).Inc()

@@ -49,9 +49,17 @@ type Stage interface {
 	// the config is active (not suspended); an error names the record.
 	Filter(e configtopic.Entry[any]) (filter string, active bool, err error)
 	// Relay turns one message into at most one record (nil: dropped).
-	// A panic of user code is returned as a *flechtwerk.PanicError.
+	// A defect of the relay (a panic, a record without a topic) is
+	// returned as a *DefectError; any other error marks a poison message.
 	Relay(e configtopic.Entry[any], m Message) (*kgo.Record, error)
 }
+
+// DefectError is a relay's defect, not a message's: it ends Run before
+// anything of the batch is acknowledged.
+type DefectError struct{ Err error }
+
+func (e *DefectError) Error() string { return "relay defect: " + e.Err.Error() }
+func (e *DefectError) Unwrap() error { return e.Err }
 
 var (
 	mu      sync.RWMutex
