@@ -30,7 +30,7 @@
 //			}
 //		}
 //	})
-//	r, err := runner.New(ex,
+//	r, err := runner.NewExtractor(ex,
 //		runner.SeedBrokers("localhost:9092"),
 //		runner.ApplicationID("tenant-items"),
 //		runner.ConfigTopics("tenants"),
