@@ -16,7 +16,7 @@ import (
 
 // TestConfigErrors checks that each misconfiguration ends in its coded
 // error, with a message naming the option or topic at fault: static
-// problems from runner.New (all of them at once), problems that need the
+// problems from runner.NewTransformer (all of them at once), problems that need the
 // cluster from Run, before anything is consumed or created.
 func TestConfigErrors(t *testing.T) {
 	type names struct{ in, other, app string }

@@ -14,7 +14,7 @@ import (
 )
 
 // TestNewReportsEveryProblemWithItsCode builds bridges with bad settings:
-// runner.New reports each problem at once, with its code and field.
+// runner.NewBridge reports each problem at once, with its code and field.
 func TestNewReportsEveryProblemWithItsCode(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

@@ -173,7 +173,7 @@ type ops struct {
 	stores map[int32]*store.Store // running tasks (nil value: stateless)
 }
 
-// initOps builds the metrics recorder (New calls it after the options).
+// initOps builds the metrics recorder (the constructors call it after the options).
 func (r *Runner) initOps() error {
 	r.ops.cfg = &r.cfg
 	m, err := imetrics.New(r.cfg.Registerer, r.cfg.ApplicationID)

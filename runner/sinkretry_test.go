@@ -172,8 +172,9 @@ func TestSinkRetryTotalTime(t *testing.T) {
 	require.LessOrEqual(t, c.CommittedOffsets(t, app, topic)[0], int64(0), "nothing of the batch committed")
 }
 
-// TestRetryOptions: invalid policies and options of the other stage kind
-// are coded errors of New.
+// TestRetryOptions: invalid retry policies are coded errors of NewSink
+// naming the option (PollRetry and QuarantineFailingConfigs do not
+// compile for a sink: TestOptionKindsCompile).
 func TestRetryOptions(t *testing.T) {
 	m := &memSink{}
 	snk := sink.New[[]byte](m, sink.ValueCodec(transformer.Bytes()), sink.Delivery(sink.AtLeastOnce))
