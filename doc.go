@@ -3,20 +3,23 @@
 // PanicError of recovered user code.
 //
 // Flechtwerk processes Kafka streams with exactly-once delivery. Users write
-// a transformer (package transformer) or an extractor (package extractor)
-// and run either with package runner. Each task commits its outputs, its
+// a transformer (package transformer) or an extractor (package extractor),
+// a sink (package sink) for a system outside Kafka, or an MQTT bridge
+// (package mqttbridge), and run it with package runner. Each task commits its outputs, its
 // state changelog writes and its input offsets in one Kafka transaction, so
 // a read_committed reader sees every input's effect exactly once across
 // crashes, restarts, rebalances and zombies.
 //
 // # The data path (read this first)
 //
-// runner.New(stage, opts...) checks the options (internal/config: shared
-// options, defaults, checks and the names derived from the application id)
-// and finds the engine's view of the stage through a registry the
-// user-facing packages fill from init (internal/stage for transformers,
-// internal/pollstage for extractors), so those packages export only what
-// users call.
+// The runner's constructor of the stage's kind (runner.NewTransformer,
+// NewExtractor, NewSink, NewBridge; an option's type keeps it to the kinds
+// it applies to) checks the options (internal/config: defaults, checks of
+// the values and the names derived from the application id) and finds the
+// engine's view of the stage through a registry the user-facing packages
+// fill from init (internal/stage for transformers, internal/pollstage for
+// extractors, internal/sinkstage for sinks), so those packages export only
+// what users call.
 //
 // A transformer: Run joins the consumer group {application id} over the
 // input topics with the project's cooperative, sticky, co-partitioning
@@ -62,5 +65,6 @@
 //
 //	if errors.Is(err, flechtwerk.ErrMissingTopic) { ... }
 //
-// New and Run report every problem they find at once (errors.Join).
+// The runner constructors and Run report every problem they find at once
+// (errors.Join).
 package flechtwerk

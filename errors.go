@@ -45,9 +45,12 @@ const (
 	CodeTransactionTimeout Code = "TRANSACTION_TIMEOUT_TOO_SHORT"
 	// CodeInvalidOption: an option has a value outside its range.
 	CodeInvalidOption Code = "INVALID_OPTION"
-	// CodeInvalidTransformer: the transformer or extractor is unusable
-	// (nil function, a codec for the wrong state type).
+	// CodeInvalidTransformer: the stage is unusable (nil, not a stage a
+	// runner runs, a nil function, a codec for the wrong state type).
 	CodeInvalidTransformer Code = "INVALID_TRANSFORMER"
+	// CodeWrongStageKind: a stage was given to the constructor of
+	// another kind (an extractor to runner.NewTransformer).
+	CodeWrongStageKind Code = "WRONG_STAGE_KIND"
 	// CodeNoPollInterval: an extractor was given no poll interval.
 	CodeNoPollInterval Code = "NO_POLL_INTERVAL"
 	// CodeNoConfigTopics: an extractor or a config table was given no
@@ -114,6 +117,7 @@ var (
 	ErrTransactionTimeout  = &ConfigError{Code: CodeTransactionTimeout}
 	ErrInvalidOption       = &ConfigError{Code: CodeInvalidOption}
 	ErrInvalidTransformer  = &ConfigError{Code: CodeInvalidTransformer}
+	ErrWrongStageKind      = &ConfigError{Code: CodeWrongStageKind}
 	ErrNoPollInterval      = &ConfigError{Code: CodeNoPollInterval}
 	ErrNoConfigTopics      = &ConfigError{Code: CodeNoConfigTopics}
 	ErrInvalidRecordPolicy = &ConfigError{Code: CodeInvalidRecordPolicy}

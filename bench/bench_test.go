@@ -95,7 +95,7 @@ func benchEOS(b *testing.B) float64 {
 		e.Send(out, rec.Key, strconv.AppendInt(nil, int64(n), 10))
 		return nil
 	})
-	r, err := runner.New(counter,
+	r, err := runner.NewTransformer(counter,
 		runner.SeedBrokers(c.Brokers...),
 		runner.ApplicationID(app),
 		runner.InputTopics(in),

@@ -30,7 +30,7 @@
 //			}
 //		}
 //	})
-//	r, err := runner.New(ex,
+//	r, err := runner.NewExtractor(ex,
 //		runner.SeedBrokers("localhost:9092"),
 //		runner.ApplicationID("tenant-items"),
 //		runner.ConfigTopics("tenants"),
@@ -59,7 +59,7 @@
 // pages small enough to fit in memory.
 //
 // A page must close within PageTimeout (default 30s), which must be below
-// TransactionTimeout (default 60s; runner.New rejects anything else with
+// TransactionTimeout (default 60s; runner.NewExtractor rejects anything else with
 // flechtwerk.ErrTransactionTimeout). A page that takes longer is aborted:
 // its poll's context is canceled and Run ends with a *PollError naming the
 // config key (errors.Is ErrPageTimeout).

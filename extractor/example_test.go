@@ -44,7 +44,7 @@ func Example_run() {
 		}
 		return nil
 	})
-	r, err := runner.New(ex,
+	r, err := runner.NewExtractor(ex,
 		runner.SeedBrokers(cluster.ListenAddrs()...),
 		runner.ApplicationID("feeds-example"),
 		runner.ConfigTopics("feeds"),

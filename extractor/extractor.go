@@ -95,7 +95,7 @@ func (e *Emitter[S]) Commit(ctx context.Context, cursor S) error {
 }
 
 // Extractor is a poll function with its codecs. Build it with New; run it
-// with runner.New.
+// with runner.NewExtractor.
 type Extractor[C, S any] struct {
 	fn     Func[C, S]
 	codec  transformer.Codec[S]
@@ -119,7 +119,7 @@ func (o exOpt) apply(c *exCfg) { o(c) }
 
 // CursorCodec sets the codec of the cursor state in the changelog. Default
 // transformer.JSON[S](). Its type must be the extractor's cursor type; a
-// mismatch is reported by runner.New with flechtwerk.CodeInvalidTransformer.
+// mismatch is reported by runner.NewExtractor with flechtwerk.CodeInvalidTransformer.
 func CursorCodec[S any](c transformer.Codec[S]) Opt {
 	return exOpt(func(cf *exCfg) { cf.codec = c })
 }

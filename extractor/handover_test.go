@@ -89,10 +89,10 @@ func TestLaggingTableKeepsCursors(t *testing.T) {
 		}
 		return v, nil
 	}))
-	opts := func(name string) []runner.Opt {
+	opts := func(name string) []runner.ExtractorOpt {
 		// Client ids order the members: a sorts first and keeps the
 		// token under range assignment while b stands by.
-		return []runner.Opt{runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+		return []runner.ExtractorOpt{runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
 			runner.PollInterval(100 * time.Millisecond), runner.WithKafkaOpts(kgo.ClientID(name))}
 	}
 
@@ -183,8 +183,8 @@ func TestRevokedWhileFencing(t *testing.T) {
 
 	// One page of two items per poll: the new owner commits for a while.
 	ex := extractor.New(pageFunc(out, 2, 1, nil))
-	opts := func(name string) []runner.Opt {
-		return []runner.Opt{runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+	opts := func(name string) []runner.ExtractorOpt {
+		return []runner.ExtractorOpt{runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
 			runner.PollInterval(20 * time.Millisecond), runner.WithKafkaOpts(kgo.ClientID(name))}
 	}
 	instA := start(t, c, ex, opts("a")...)

@@ -67,22 +67,22 @@ func logger() *slog.Logger {
 }
 
 // start runs an extractor until the test ends.
-func start(t testing.TB, c *kafkatest.Cluster, ex runner.Stage, opts ...runner.Opt) *running {
+func start(t testing.TB, c *kafkatest.Cluster, ex runner.Stage, opts ...runner.ExtractorOpt) *running {
 	t.Helper()
 	_, rn := startRunner(t, c, ex, opts...)
 	return rn
 }
 
 // startRunner is start that also returns the Runner.
-func startRunner(t testing.TB, c *kafkatest.Cluster, ex runner.Stage, opts ...runner.Opt) (*runner.Runner, *running) {
+func startRunner(t testing.TB, c *kafkatest.Cluster, ex runner.Stage, opts ...runner.ExtractorOpt) (*runner.Runner, *running) {
 	t.Helper()
-	all := append([]runner.Opt{
+	all := append([]runner.ExtractorOpt{
 		runner.SeedBrokers(c.Brokers...),
 		runner.SessionTimeout(6 * time.Second),
 		runner.StateDir(t.TempDir()),
 		runner.WithLogger(logger()),
 	}, opts...)
-	r, err := runner.New(ex, all...)
+	r, err := runner.NewExtractor(ex, all...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	rn := &running{cancel: cancel, done: make(chan struct{})}

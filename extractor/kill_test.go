@@ -55,7 +55,7 @@ func TestChildProcess(t *testing.T) {
 	if os.Getenv(envBrokers) == "" {
 		t.Skip("helper process of TestKillMidPage")
 	}
-	r, err := runner.New(slowPager(os.Getenv(envOut)),
+	r, err := runner.NewExtractor(slowPager(os.Getenv(envOut)),
 		runner.SeedBrokers(os.Getenv(envBrokers)),
 		runner.ApplicationID(os.Getenv(envApp)),
 		runner.ConfigTopics(os.Getenv(envConfig)),

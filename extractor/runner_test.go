@@ -47,7 +47,7 @@ func TestCursorResume(t *testing.T) {
 		}
 		return nil
 	})
-	opts := []runner.Opt{runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+	opts := []runner.ExtractorOpt{runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
 		runner.PollInterval(time.Hour)}
 	first := start(t, c, ex, opts...)
 	select {
@@ -161,7 +161,7 @@ func TestHandover(t *testing.T) {
 			return nil
 		})
 	}
-	opts := []runner.Opt{runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+	opts := []runner.ExtractorOpt{runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
 		runner.PollInterval(100 * time.Millisecond)}
 
 	a := start(t, c, instance("A"), opts...)
@@ -416,7 +416,7 @@ func TestStartupErrors(t *testing.T) {
 		{"unequal partition counts", []string{two, three}, flechtwerk.ErrPartitionMismatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := runner.New(ex, runner.SeedBrokers(c.Brokers...),
+			r, err := runner.NewExtractor(ex, runner.SeedBrokers(c.Brokers...),
 				runner.ApplicationID(kafkatest.Name("app")), runner.ConfigTopics(tc.topics...),
 				runner.PollInterval(time.Second), runner.StateDir(t.TempDir()))
 			require.NoError(t, err)
@@ -434,24 +434,24 @@ func TestStartupErrors(t *testing.T) {
 // with its code.
 func TestNewRunnerValidation(t *testing.T) {
 	ok := pager("out", 1, 1, nil)
-	base := []runner.Opt{runner.SeedBrokers("127.0.0.1:1"), runner.ApplicationID("app"),
+	base := []runner.ExtractorOpt{runner.SeedBrokers("127.0.0.1:1"), runner.ApplicationID("app"),
 		runner.ConfigTopics("cfg"), runner.PollInterval(time.Second)}
 	for _, tc := range []struct {
 		name string
 		ex   runner.Stage
-		opts []runner.Opt
+		opts []runner.ExtractorOpt
 		want []error
 	}{
 		{"valid", ok, nil, nil},
 		{"page timeout not below transaction timeout", ok,
-			[]runner.Opt{runner.PageTimeout(time.Minute), runner.TransactionTimeout(time.Minute)},
+			[]runner.ExtractorOpt{runner.PageTimeout(time.Minute), runner.TransactionTimeout(time.Minute)},
 			[]error{flechtwerk.ErrTransactionTimeout}},
-		{"no poll interval", ok, []runner.Opt{runner.PollInterval(0)}, []error{flechtwerk.ErrNoPollInterval}},
+		{"no poll interval", ok, []runner.ExtractorOpt{runner.PollInterval(0)}, []error{flechtwerk.ErrNoPollInterval}},
 		{"everything missing", ok,
-			[]runner.Opt{runner.SeedBrokers(), runner.ApplicationID(""), runner.ConfigTopics(), runner.Concurrency(0)},
+			[]runner.ExtractorOpt{runner.SeedBrokers(), runner.ApplicationID(""), runner.ConfigTopics(), runner.Concurrency(0)},
 			[]error{flechtwerk.ErrNoBrokers, flechtwerk.ErrEmptyApplicationID, flechtwerk.ErrNoConfigTopics, flechtwerk.ErrInvalidOption}},
 		{"duplicate and changelog topics", ok,
-			[]runner.Opt{runner.ConfigTopics("cfg", "cfg", "app-changelog")}, []error{flechtwerk.ErrDuplicateTopic}},
+			[]runner.ExtractorOpt{runner.ConfigTopics("cfg", "cfg", "app-changelog")}, []error{flechtwerk.ErrDuplicateTopic}},
 		{"nil poll function", extractor.New[conf, cursor](nil), nil, []error{flechtwerk.ErrInvalidTransformer}},
 		{"cursor codec of another type", extractor.New(func(context.Context, extractor.Config[conf], cursor, *extractor.Emitter[cursor]) error { return nil },
 			extractor.CursorCodec(transformer.Bytes())), nil, []error{flechtwerk.ErrInvalidTransformer}},
@@ -459,7 +459,7 @@ func TestNewRunnerValidation(t *testing.T) {
 			extractor.ConfigCodec(configtopic.Bytes())), nil, []error{flechtwerk.ErrInvalidTransformer}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := runner.New(tc.ex, append(append([]runner.Opt{}, base...), tc.opts...)...)
+			_, err := runner.NewExtractor(tc.ex, append(append([]runner.ExtractorOpt{}, base...), tc.opts...)...)
 			if tc.want == nil {
 				require.NoError(t, err)
 				return
@@ -532,7 +532,7 @@ func TestHotStandby(t *testing.T) {
 			return nil
 		})
 	}
-	opts := []runner.Opt{runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+	opts := []runner.ExtractorOpt{runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
 		runner.PollInterval(50 * time.Millisecond)}
 	a := start(t, c, instance("A"), opts...)
 	kafkatest.WaitFor(t, 60*time.Second, "A polls", func() bool { return log.count("A") >= 3 })

@@ -226,11 +226,11 @@ func TestTombstonedCursors(t *testing.T) {
 	c := kafkatest.New(t)
 	for _, tc := range []struct {
 		name string
-		opts []runner.Opt
+		opts []runner.ExtractorOpt
 		keep bool
 	}{
 		{"delete by default", nil, false},
-		{"keep", []runner.Opt{runner.TombstonedCursors(runner.KeepCursors)}, true},
+		{"keep", []runner.ExtractorOpt{runner.TombstonedCursors(runner.KeepCursors)}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfgTopic, out, app := kafkatest.Name("cfg"), kafkatest.Name("out"), kafkatest.Name("app")
@@ -249,7 +249,7 @@ func TestTombstonedCursors(t *testing.T) {
 				mu.Unlock()
 				return ex(ctx, cfg, cur, e)
 			})
-			opts := append([]runner.Opt{runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+			opts := append([]runner.ExtractorOpt{runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
 				runner.PollInterval(50 * time.Millisecond)}, tc.opts...)
 			rn := start(t, c, logged, opts...)
 			kafkatest.WaitFor(t, 60*time.Second, "both cursors at 4", func() bool {

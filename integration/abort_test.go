@@ -28,7 +28,7 @@ func TestTransformErrorAbortsBatch(t *testing.T) {
 	c.CreateTopic(t, in, 1)
 	c.CreateTopic(t, out, 1)
 	const keys = 3
-	opts := []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
+	opts := []runner.TransformerOpt{runner.ApplicationID(app), runner.InputTopics(in),
 		runner.StateDir(t.TempDir()), runner.MaxPollRecords(1000)}
 
 	// Batch before: committed by a transform that does not fail.

@@ -16,14 +16,14 @@ import (
 
 // TestConfigErrors checks that each misconfiguration ends in its coded
 // error, with a message naming the option or topic at fault: static
-// problems from runner.New (all of them at once), problems that need the
+// problems from runner.NewTransformer (all of them at once), problems that need the
 // cluster from Run, before anything is consumed or created.
 func TestConfigErrors(t *testing.T) {
 	type names struct{ in, other, app string }
 	tests := []struct {
 		name string
 		// setup creates the topics the case needs and returns its options.
-		setup func(t *testing.T, c *kafkatest.Cluster, n names) []runner.Opt
+		setup func(t *testing.T, c *kafkatest.Cluster, n names) []runner.TransformerOpt
 		// fromRun: the error comes from Run (New succeeds).
 		fromRun bool
 		want    []error
@@ -33,8 +33,8 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{
 			name: "missing input topic",
-			setup: func(t *testing.T, c *kafkatest.Cluster, n names) []runner.Opt {
-				return []runner.Opt{runner.InputTopics(n.in, n.other)} // other is never created
+			setup: func(t *testing.T, c *kafkatest.Cluster, n names) []runner.TransformerOpt {
+				return []runner.TransformerOpt{runner.InputTopics(n.in, n.other)} // other is never created
 			},
 			fromRun: true,
 			want:    []error{flechtwerk.ErrMissingTopic},
@@ -42,9 +42,9 @@ func TestConfigErrors(t *testing.T) {
 		},
 		{
 			name: "unequal input partition counts",
-			setup: func(t *testing.T, c *kafkatest.Cluster, n names) []runner.Opt {
+			setup: func(t *testing.T, c *kafkatest.Cluster, n names) []runner.TransformerOpt {
 				c.CreateTopic(t, n.other, 3)
-				return []runner.Opt{runner.InputTopics(n.in, n.other)}
+				return []runner.TransformerOpt{runner.InputTopics(n.in, n.other)}
 			},
 			fromRun: true,
 			want:    []error{flechtwerk.ErrPartitionMismatch},
@@ -52,9 +52,9 @@ func TestConfigErrors(t *testing.T) {
 		},
 		{
 			name: "changelog with another partition count",
-			setup: func(t *testing.T, c *kafkatest.Cluster, n names) []runner.Opt {
+			setup: func(t *testing.T, c *kafkatest.Cluster, n names) []runner.TransformerOpt {
 				c.CreateTopic(t, changelog.Topic(n.app), 3)
-				return []runner.Opt{runner.InputTopics(n.in)}
+				return []runner.TransformerOpt{runner.InputTopics(n.in)}
 			},
 			fromRun: true,
 			want:    []error{flechtwerk.ErrChangelogMismatch},
@@ -62,16 +62,16 @@ func TestConfigErrors(t *testing.T) {
 		},
 		{
 			name: "empty application id",
-			setup: func(t *testing.T, c *kafkatest.Cluster, n names) []runner.Opt {
-				return []runner.Opt{runner.InputTopics(n.in), runner.ApplicationID("")}
+			setup: func(t *testing.T, c *kafkatest.Cluster, n names) []runner.TransformerOpt {
+				return []runner.TransformerOpt{runner.InputTopics(n.in), runner.ApplicationID("")}
 			},
 			want: []error{flechtwerk.ErrEmptyApplicationID},
 			msgs: []string{"EMPTY_APPLICATION_ID", "ApplicationID"},
 		},
 		{
 			name: "transaction timeout not above batch timeout",
-			setup: func(t *testing.T, c *kafkatest.Cluster, n names) []runner.Opt {
-				return []runner.Opt{runner.InputTopics(n.in),
+			setup: func(t *testing.T, c *kafkatest.Cluster, n names) []runner.TransformerOpt {
+				return []runner.TransformerOpt{runner.InputTopics(n.in),
 					runner.TransactionTimeout(10 * time.Second), runner.BatchTimeout(10 * time.Second)}
 			},
 			want: []error{flechtwerk.ErrTransactionTimeout},
@@ -79,8 +79,8 @@ func TestConfigErrors(t *testing.T) {
 		},
 		{
 			name: "several problems at once",
-			setup: func(t *testing.T, c *kafkatest.Cluster, n names) []runner.Opt {
-				return []runner.Opt{runner.ApplicationID(""), runner.InputTopics(),
+			setup: func(t *testing.T, c *kafkatest.Cluster, n names) []runner.TransformerOpt {
+				return []runner.TransformerOpt{runner.ApplicationID(""), runner.InputTopics(),
 					runner.TransactionTimeout(time.Second), runner.BatchTimeout(2 * time.Second),
 					runner.MaxPollRecords(0)}
 			},
@@ -95,7 +95,7 @@ func TestConfigErrors(t *testing.T) {
 			n := names{in: kafkatest.Name("in"), other: kafkatest.Name("other"), app: kafkatest.Name("app")}
 			c.CreateTopic(t, n.in, 2)
 			c.Produce(t, values(n.in, 0, "v", 5, 2)...)
-			opts := append([]runner.Opt{
+			opts := append([]runner.TransformerOpt{
 				runner.SeedBrokers(c.Brokers...),
 				runner.ApplicationID(n.app),
 				runner.StateDir(t.TempDir()),
@@ -103,7 +103,7 @@ func TestConfigErrors(t *testing.T) {
 			}, tc.setup(t, c, n)...)
 			proc := echoCounter(kafkatest.Name("out"), nil) // stateful: Run would create a changelog
 
-			r, err := runner.New(proc, opts...)
+			r, err := runner.NewTransformer(proc, opts...)
 			if tc.fromRun {
 				require.NoError(t, err)
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

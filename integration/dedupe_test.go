@@ -56,7 +56,7 @@ func TestChangelogDedupe(t *testing.T) {
 	in, app := kafkatest.Name("in"), kafkatest.Name("app")
 	c.CreateTopic(t, in, 1)
 	rec := func(k, v string) *kgo.Record { return &kgo.Record{Topic: in, Key: []byte(k), Value: []byte(v)} }
-	opts := []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
+	opts := []runner.TransformerOpt{runner.ApplicationID(app), runner.InputTopics(in),
 		runner.StateDir(t.TempDir()), runner.MaxPollRecords(1000)}
 	clog := app + "-changelog"
 

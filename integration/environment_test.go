@@ -145,7 +145,7 @@ func TestBrokersUnreachableAtStartup(t *testing.T) {
 			ins := envInputs(in, "a", 20, 4, 1)
 			c.Produce(t, ins...)
 
-			r, err := runner.New(echoCounter(out, nil), runner.SeedBrokers(tc.broker), runner.ApplicationID(app),
+			r, err := runner.NewTransformer(echoCounter(out, nil), runner.SeedBrokers(tc.broker), runner.ApplicationID(app),
 				runner.InputTopics(in), runner.StateDir(t.TempDir()), runner.WithLogger(logger(t)))
 			require.NoError(t, err)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

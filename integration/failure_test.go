@@ -54,7 +54,7 @@ func TestPanicAbortsBatch(t *testing.T) {
 			in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
 			c.CreateTopic(t, in, 2)
 			c.CreateTopic(t, out, 2)
-			opts := []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
+			opts := []runner.TransformerOpt{runner.ApplicationID(app), runner.InputTopics(in),
 				runner.StateDir(t.TempDir()), runner.MaxPollRecords(1000),
 				runner.TransactionTimeout(10 * time.Minute)}
 

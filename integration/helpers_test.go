@@ -53,14 +53,14 @@ func logger(t testing.TB) *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-func start(t testing.TB, c *kafkatest.Cluster, proc runner.Stage, opts ...runner.Opt) *running {
+func start(t testing.TB, c *kafkatest.Cluster, proc runner.Stage, opts ...runner.TransformerOpt) *running {
 	t.Helper()
-	all := append([]runner.Opt{
+	all := append([]runner.TransformerOpt{
 		runner.SeedBrokers(c.Brokers...),
 		runner.SessionTimeout(6 * time.Second),
 		runner.WithLogger(logger(t)),
 	}, opts...)
-	r, err := runner.New(proc, all...)
+	r, err := runner.NewTransformer(proc, all...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	rn := &running{cancel: cancel, done: make(chan error, 1), exited: make(chan struct{})}

@@ -72,7 +72,7 @@ func TestIdleLag(t *testing.T) {
 			in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
 			c.CreateTopic(t, in, partitions)
 			c.CreateTopic(t, out, partitions)
-			opts := []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
+			opts := []runner.TransformerOpt{runner.ApplicationID(app), runner.InputTopics(in),
 				runner.StateDir(t.TempDir()), runner.MaxPollRecords(4)}
 			rn := start(t, c, tc.proc(out), opts...)
 

@@ -112,7 +112,7 @@ func TestGracefulStopMidInterval(t *testing.T) {
 	const partitions = 3
 	c.CreateTopic(t, in, partitions)
 	c.CreateTopic(t, out, partitions)
-	opts := []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
+	opts := []runner.TransformerOpt{runner.ApplicationID(app), runner.InputTopics(in),
 		runner.StateDir(t.TempDir()), runner.CommitInterval(20 * time.Second), runner.MaxPollRecords(4)}
 	var first []*kgo.Record
 	for p := range int32(partitions) {
@@ -156,8 +156,8 @@ func TestRevocationMidInterval(t *testing.T) {
 	const partitions = 4
 	c.CreateTopic(t, in, partitions)
 	c.CreateTopic(t, out, partitions)
-	opts := func(name string) []runner.Opt {
-		return []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
+	opts := func(name string) []runner.TransformerOpt {
+		return []runner.TransformerOpt{runner.ApplicationID(app), runner.InputTopics(in),
 			runner.StateDir(t.TempDir()), runner.CommitInterval(20 * time.Second), runner.MaxPollRecords(4),
 			runner.WithConsumerOpts(kgo.ClientID(name))}
 	}

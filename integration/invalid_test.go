@@ -59,7 +59,7 @@ func TestInvalidRecordsSkipCommitsTheOffsetAndCounts(t *testing.T) {
 	c.CreateTopic(t, in, 1)
 	c.CreateTopic(t, out, 1)
 	orderInputs(t, c, in)
-	r, err := runner.New(orders(out), runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(in),
+	r, err := runner.NewTransformer(orders(out), runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(in),
 		runner.SessionTimeout(6*time.Second), runner.WithLogger(logger(t)), runner.InvalidRecords(runner.Skip))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -82,7 +82,7 @@ func TestInvalidRecordsSubstituteEmitsTheSubstitute(t *testing.T) {
 	c.CreateTopic(t, out, 1)
 	orderInputs(t, c, in)
 	var parts []string
-	r, err := runner.New(orders(out), runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(in),
+	r, err := runner.NewTransformer(orders(out), runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(in),
 		runner.SessionTimeout(6*time.Second), runner.WithLogger(logger(t)),
 		runner.InvalidRecords(runner.Substitute(func(e *transformer.InvalidRecordError) ([]byte, error) {
 			parts = append(parts, string(e.Part)+"@"+strconv.FormatInt(e.Offset, 10))
@@ -108,7 +108,7 @@ func TestInvalidRecordsCrashNamesTheRecord(t *testing.T) {
 	c.CreateTopic(t, in, 1)
 	c.CreateTopic(t, out, 1)
 	orderInputs(t, c, in)
-	r, err := runner.New(orders(out), runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(in),
+	r, err := runner.NewTransformer(orders(out), runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(in),
 		runner.SessionTimeout(6*time.Second), runner.WithLogger(logger(t)), runner.MaxPollRecords(1))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -147,7 +147,7 @@ func TestInvalidRecordsMissingDeadLetterTopicIsAStartupError(t *testing.T) {
 	c.CreateTopic(t, in, 1)
 	orderInputs(t, c, in)
 	dlq := kafkatest.Name("inv-missing-dlq")
-	r, err := runner.New(orders(out), runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(in),
+	r, err := runner.NewTransformer(orders(out), runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(in),
 		runner.WithLogger(logger(t)), runner.InvalidRecords(runner.DeadLetter(dlq)))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -160,19 +160,19 @@ func TestInvalidRecordsMissingDeadLetterTopicIsAStartupError(t *testing.T) {
 }
 
 func TestInvalidRecordsContradictingPoliciesAreACodedError(t *testing.T) {
-	base := []runner.Opt{runner.SeedBrokers("127.0.0.1:1"), runner.ApplicationID("app"), runner.InputTopics("in")}
-	for name, opts := range map[string][]runner.Opt{
+	base := []runner.TransformerOpt{runner.SeedBrokers("127.0.0.1:1"), runner.ApplicationID("app"), runner.InputTopics("in")}
+	for name, opts := range map[string][]runner.TransformerOpt{
 		"skip and crash":         {runner.InvalidRecords(runner.Skip), runner.InvalidRecords(runner.Crash)},
 		"two dead-letter topics": {runner.InvalidRecords(runner.DeadLetter("a")), runner.InvalidRecords(runner.DeadLetter("b"))},
 		"empty dead-letter":      {runner.InvalidRecords(runner.DeadLetter(""))},
 		"nil substitute":         {runner.InvalidRecords(runner.Substitute(nil))},
 	} {
-		_, err := runner.New(orders("out"), append(base, opts...)...)
+		_, err := runner.NewTransformer(orders("out"), append(base, opts...)...)
 		require.ErrorIs(t, err, flechtwerk.ErrInvalidRecordPolicy, name)
 		require.Contains(t, err.Error(), "InvalidRecords", name)
 	}
-	_, err := runner.New(orders("out"), append(base, runner.InvalidRecords(runner.DeadLetter("in")))...)
+	_, err := runner.NewTransformer(orders("out"), append(base, runner.InvalidRecords(runner.DeadLetter("in")))...)
 	require.ErrorIs(t, err, flechtwerk.ErrDuplicateTopic)
-	_, err = runner.New(orders("out"), append(base, runner.InvalidRecords(runner.Skip), runner.InvalidRecords(runner.Skip))...)
+	_, err = runner.NewTransformer(orders("out"), append(base, runner.InvalidRecords(runner.Skip), runner.InvalidRecords(runner.Skip))...)
 	require.NoError(t, err, "the same policy twice does not contradict")
 }

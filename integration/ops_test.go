@@ -94,14 +94,14 @@ func keyValueBytes(recs []*kgo.Record) float64 {
 }
 
 // startRunner is start, returning the Runner too.
-func startRunner(t testing.TB, c *kafkatest.Cluster, proc runner.Stage, opts ...runner.Opt) (*runner.Runner, *running) {
+func startRunner(t testing.TB, c *kafkatest.Cluster, proc runner.Stage, opts ...runner.TransformerOpt) (*runner.Runner, *running) {
 	t.Helper()
-	all := append([]runner.Opt{
+	all := append([]runner.TransformerOpt{
 		runner.SeedBrokers(c.Brokers...),
 		runner.SessionTimeout(6 * time.Second),
 		runner.WithLogger(logger(t)),
 	}, opts...)
-	r, err := runner.New(proc, all...)
+	r, err := runner.NewTransformer(proc, all...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	rn := &running{cancel: cancel, done: make(chan error, 1), exited: make(chan struct{})}
@@ -418,7 +418,7 @@ func TestQueryNotOwner(t *testing.T) {
 	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
 	c.CreateTopic(t, in, 2)
 	c.CreateTopic(t, out, 2)
-	opts := []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in)}
+	opts := []runner.TransformerOpt{runner.ApplicationID(app), runner.InputTopics(in)}
 	a, _ := startRunner(t, c, counter(out), append(opts, runner.StateDir(t.TempDir()), runner.AdvertisedAddress("a.example:8080"))...)
 	b, _ := startRunner(t, c, counter(out), append(opts, runner.StateDir(t.TempDir()), runner.AdvertisedAddress("b.example:8080"))...)
 	ctx := context.Background()

@@ -107,8 +107,8 @@ func TestTwoRunnersSplitAndHandOver(t *testing.T) {
 	}
 
 	h := &holders{got: map[string]map[int32]bool{}}
-	opts := func() []runner.Opt {
-		return []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
+	opts := func() []runner.TransformerOpt {
+		return []runner.TransformerOpt{runner.ApplicationID(app), runner.InputTopics(in),
 			runner.StateDir(t.TempDir()), runner.MaxPollRecords(10),
 			runner.SessionTimeout(3 * time.Second),
 			runner.WithConsumerOpts(kgo.HeartbeatInterval(200 * time.Millisecond))}
@@ -162,8 +162,8 @@ func TestRollingHandOvers(t *testing.T) {
 		c.Produce(t, recs...)
 		all = append(all, recs...)
 	}
-	opts := func() []runner.Opt {
-		return []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
+	opts := func() []runner.TransformerOpt {
+		return []runner.TransformerOpt{runner.ApplicationID(app), runner.InputTopics(in),
 			runner.StateDir(t.TempDir()), runner.MaxPollRecords(10),
 			runner.SessionTimeout(3 * time.Second),
 			runner.WithConsumerOpts(kgo.HeartbeatInterval(200 * time.Millisecond))}
@@ -241,8 +241,8 @@ func TestRebalanceWaitsForInFlightBatch(t *testing.T) {
 		c.Produce(t, recs...)
 		return recs
 	}
-	opts := func() []runner.Opt {
-		return []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
+	opts := func() []runner.TransformerOpt {
+		return []runner.TransformerOpt{runner.ApplicationID(app), runner.InputTopics(in),
 			runner.StateDir(t.TempDir()), runner.MaxPollRecords(1000),
 			runner.SessionTimeout(3 * time.Second),
 			runner.WithConsumerOpts(kgo.HeartbeatInterval(200 * time.Millisecond))}

@@ -369,7 +369,7 @@ func TestSecureExtractor(t *testing.T) {
 		want += n
 	}
 	run := func() {
-		r, err := runner.New(ex, runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app),
+		r, err := runner.NewExtractor(ex, runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app),
 			runner.ConfigTopics(configs), runner.PollInterval(200*time.Millisecond),
 			runner.StateDir(t.TempDir()), runner.SessionTimeout(6*time.Second),
 			runner.WithLogger(logger(t)), runner.WithKafkaOpts(opts...))

@@ -82,7 +82,7 @@ func TestGracefulStop(t *testing.T) {
 		const partitions = 3
 		c.CreateTopic(t, in, partitions)
 		c.CreateTopic(t, out, partitions)
-		opts := []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
+		opts := []runner.TransformerOpt{runner.ApplicationID(app), runner.InputTopics(in),
 			runner.StateDir(t.TempDir()), runner.MaxPollRecords(8)}
 
 		f := feed(t, c, in, partitions)
@@ -110,7 +110,7 @@ func TestGracefulStop(t *testing.T) {
 		in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
 		c.CreateTopic(t, in, 1)
 		c.CreateTopic(t, out, 1)
-		opts := []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
+		opts := []runner.TransformerOpt{runner.ApplicationID(app), runner.InputTopics(in),
 			runner.StateDir(t.TempDir()), runner.MaxPollRecords(1000)}
 
 		hit, canceled := make(chan struct{}), make(chan struct{})
@@ -160,7 +160,7 @@ func TestGracefulStopAfterFence(t *testing.T) {
 	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
 	c.CreateTopic(t, in, 1)
 	c.CreateTopic(t, out, 1)
-	opts := []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
+	opts := []runner.TransformerOpt{runner.ApplicationID(app), runner.InputTopics(in),
 		runner.StateDir(t.TempDir()), runner.TransactionTimeout(2 * time.Minute),
 		runner.BatchTimeout(10 * time.Second)}
 

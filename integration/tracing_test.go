@@ -53,7 +53,7 @@ func TestTracing(t *testing.T) {
 			traced.Headers = []kgo.RecordHeader{{Key: "traceparent", Value: []byte(upstream)}}
 			c.Produce(t, recs...)
 
-			opts := []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in), runner.StateDir(t.TempDir())}
+			opts := []runner.TransformerOpt{runner.ApplicationID(app), runner.InputTopics(in), runner.StateDir(t.TempDir())}
 			if on {
 				opts = append(opts, runner.WithTracerProvider(tp))
 			}

@@ -186,7 +186,7 @@ func TestZombieRunnerIsFenced(t *testing.T) {
 			in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
 			c.CreateTopic(t, in, 1)
 			c.CreateTopic(t, out, 1)
-			opts := []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in),
+			opts := []runner.TransformerOpt{runner.ApplicationID(app), runner.InputTopics(in),
 				runner.StateDir(t.TempDir()), runner.MaxPollRecords(1000)}
 
 			first := values(in, 0, "a", 5, 2)
@@ -255,7 +255,7 @@ func TestLateFenceCostsRestartNotCommit(t *testing.T) {
 	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
 	c.CreateTopic(t, in, 1)
 	c.CreateTopic(t, out, 1)
-	opts := []runner.Opt{runner.ApplicationID(app), runner.InputTopics(in), runner.StateDir(t.TempDir())}
+	opts := []runner.TransformerOpt{runner.ApplicationID(app), runner.InputTopics(in), runner.StateDir(t.TempDir())}
 	first := values(in, 0, "a", 10, 2)
 	c.Produce(t, first...)
 	owner := start(t, c, echoCounter(out, nil), opts...)

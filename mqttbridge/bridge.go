@@ -59,7 +59,7 @@ type Relay[C any] func(cfg Config[C], msg Message) (*Output, error)
 // again when that client id connects again (restart the process).
 var ErrDisconnected = bridge.ErrDisconnected
 
-// Bridge is an MQTT→Kafka bridge stage: runner.New runs it. Build it with
+// Bridge is an MQTT→Kafka bridge stage: runner.NewBridge runs it. Build it with
 // New.
 type Bridge[C any] struct {
 	filter  func(C) string
@@ -73,7 +73,7 @@ type Bridge[C any] struct {
 // ConfigTopics, decoded as JSON into C unless ConfigDecoder says
 // otherwise) each declare one MQTT topic filter, returned by filter, and
 // whose messages relay turns into records. Broker and ClientID are
-// required. Problems are reported by Validate (and so by runner.New).
+// required. Problems are reported by Validate (and so by runner.NewBridge).
 func New[C any](filter func(C) string, relay Relay[C], opts ...Opt) *Bridge[C] {
 	b := &Bridge[C]{filter: filter, relay: relay, decoder: configtopic.JSON[C](), s: bridge.Settings{
 		QoS: 1, KeepAlive: 30 * time.Second, ConnectTimeout: 10 * time.Second, MaxBatch: 1000,

@@ -26,7 +26,7 @@ type Window struct {
 // Dedupe returns a transformer that closes the bridge's at-least-once
 // window downstream: it forwards each record of its input (the bridge's
 // output topic) to out unless a record of the same key (the publisher)
-// with the same SeqHeader was forwarded before. Run it with runner.New
+// with the same SeqHeader was forwarded before. Run it with runner.NewTransformer
 // over the bridge's output topic; its state and its outputs commit in one
 // transaction, so a read_committed reader of out sees every (publisher,
 // sequence number) exactly once.

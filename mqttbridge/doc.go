@@ -1,8 +1,8 @@
 // Package mqttbridge is the MQTT→Kafka bridge stage: it relays the messages
 // of MQTT topic filters, declared by the configs of config topics, into
 // Kafka, and acknowledges an MQTT message only after the Kafka transaction
-// holding its record committed. runner.New runs a *Bridge like the other
-// stage kinds (options: SeedBrokers, ApplicationID, ConfigTopics,
+// holding its record committed. runner.NewBridge runs a *Bridge (its options are the
+// runner's BridgeOpt: SeedBrokers, ApplicationID, ConfigTopics,
 // TransactionTimeout, Metrics, WithKafkaOpts, WithLogger).
 //
 // The contract (docs/mqtt.md has it in full):

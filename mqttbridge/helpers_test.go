@@ -101,7 +101,7 @@ func startRelay(t testing.TB, c *kafkatest.Cluster, broker, app, clientID, cfgTo
 	// Client ids are unique to the test's application: a shared broker
 	// (MQTT_BROKER) keeps the sessions of earlier runs.
 	b := mqttbridge.New(filterOf, relay, append([]mqttbridge.Opt{mqttbridge.Broker(broker), mqttbridge.ClientID(app + "-" + clientID)}, opts...)...)
-	r, err := runner.New(b,
+	r, err := runner.NewBridge(b,
 		runner.SeedBrokers(c.Brokers...),
 		runner.ApplicationID(app),
 		runner.ConfigTopics(cfgTopic),

@@ -112,7 +112,7 @@ func TestChildBridge(t *testing.T) {
 	})
 	b := mqttbridge.New(filterOf, relayTo(os.Getenv(envOut)),
 		mqttbridge.Broker(os.Getenv(envMQTT)), mqttbridge.ClientID(os.Getenv(envClient)), mqttbridge.MaxBatch(50))
-	r, err := runner.New(b,
+	r, err := runner.NewBridge(b,
 		runner.SeedBrokers(os.Getenv(envKafka)),
 		runner.ApplicationID(os.Getenv(envApp)),
 		runner.ConfigTopics(os.Getenv(envConfig)),
@@ -266,7 +266,7 @@ func TestKillBetweenReceiptCommitAndAck(t *testing.T) {
 	// message exactly once.
 	deduped := kafkatest.Name("dedup")
 	c.CreateTopic(t, deduped, 3)
-	dr, err := runner.New(mqttbridge.Dedupe(deduped, 0), runner.SeedBrokers(c.Brokers...), runner.ApplicationID(kafkatest.Name("dedupe")),
+	dr, err := runner.NewTransformer(mqttbridge.Dedupe(deduped, 0), runner.SeedBrokers(c.Brokers...), runner.ApplicationID(kafkatest.Name("dedupe")),
 		runner.InputTopics(out), runner.StateDir(t.TempDir()), runner.WithKafkaOpts(c.Opts()...), runner.WithLogger(logger()))
 	require.NoError(t, err)
 	dctx, dcancel := context.WithCancel(context.Background())

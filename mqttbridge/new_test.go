@@ -14,7 +14,7 @@ import (
 )
 
 // TestNewReportsEveryProblemWithItsCode builds bridges with bad settings:
-// runner.New reports each problem at once, with its code and field.
+// runner.NewBridge reports each problem at once, with its code and field.
 func TestNewReportsEveryProblemWithItsCode(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -44,7 +44,7 @@ func TestNewReportsEveryProblemWithItsCode(t *testing.T) {
 			[]*flechtwerk.ConfigError{flechtwerk.ErrInvalidShareGroup}, "ApplicationID"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := runner.New(tc.b, runner.SeedBrokers("127.0.0.1:1"), runner.ApplicationID(tc.app), runner.ConfigTopics("cfg"))
+			_, err := runner.NewBridge(tc.b, runner.SeedBrokers("127.0.0.1:1"), runner.ApplicationID(tc.app), runner.ConfigTopics("cfg"))
 			require.Error(t, err)
 			for _, code := range tc.codes {
 				require.ErrorIs(t, err, code)
@@ -61,12 +61,12 @@ func TestNewReportsEveryProblemWithItsCode(t *testing.T) {
 	}
 
 	t.Run("bridge options are checked with the runner's", func(t *testing.T) {
-		_, err := runner.New(mqttbridge.New(filterOf, relayTo("o")), runner.SeedBrokers("127.0.0.1:1"), runner.ApplicationID("app"),
-			runner.InputTopics("in"))
+		_, err := runner.NewBridge(mqttbridge.New(filterOf, relayTo("o")), runner.SeedBrokers("127.0.0.1:1"), runner.ApplicationID("app"),
+			runner.TransactionTimeout(0))
 		require.ErrorIs(t, err, flechtwerk.ErrNoMQTTBroker)
 		require.ErrorIs(t, err, flechtwerk.ErrNoMQTTClientID)
 		require.ErrorIs(t, err, flechtwerk.ErrNoConfigTopics)
-		require.ErrorIs(t, err, flechtwerk.ErrInvalidOption) // InputTopics is for transformers
+		require.ErrorIs(t, err, flechtwerk.ErrInvalidOption) // TransactionTimeout(0)
 	})
 }
 

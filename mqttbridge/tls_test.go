@@ -90,7 +90,7 @@ func TestMutualTLS(t *testing.T) {
 	// Without a client certificate the connect fails and Run ends.
 	b := mqttbridge.New(filterOf, relayTo(out), mqttbridge.Broker(broker), mqttbridge.ClientID("nocert"),
 		mqttbridge.ConnectTimeout(5*time.Second), mqttbridge.TLS(&tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS12}))
-	r, err := runner.New(b, runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
+	r, err := runner.NewBridge(b, runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.ConfigTopics(cfgTopic),
 		runner.WithKafkaOpts(c.Opts()...))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

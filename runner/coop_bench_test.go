@@ -116,7 +116,7 @@ func groupChangePause(b *testing.B, eager, leave bool) (before, change time.Dura
 
 	inst := map[string]*instance{}
 	start := func(name string) {
-		r, err := New(echoCount(out), append(coopOpts(c.Brokers, app, in, b.TempDir(), name), WithKafkaOpts(c.Opts()...))...)
+		r, err := NewTransformer(echoCount(out), append(coopOpts(c.Brokers, app, in, b.TempDir(), name), WithKafkaOpts(c.Opts()...))...)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 
 func coopChild(spec string) int {
 	p := strings.Split(spec, "|")
-	r, err := New(echoCount(p[3]), coopOpts(strings.Split(p[0], ","), p[1], p[2], p[4], p[5])...)
+	r, err := NewTransformer(echoCount(p[3]), coopOpts(strings.Split(p[0], ","), p[1], p[2], p[4], p[5])...)
 	if err != nil {
 		fmt.Println("error:", err)
 		return 1
@@ -57,8 +57,8 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-func coopOpts(brokers []string, app, in, dir, name string) []Opt {
-	return []Opt{
+func coopOpts(brokers []string, app, in, dir, name string) []TransformerOpt {
+	return []TransformerOpt{
 		SeedBrokers(brokers...), ApplicationID(app), InputTopics(in), StateDir(dir),
 		SessionTimeout(3 * time.Second), MaxPollRecords(50), WithLogger(testLogger()),
 		// The client id names the instance in the group description.
@@ -83,9 +83,9 @@ type instance struct {
 	done   chan error
 }
 
-func startInstance(t *testing.T, s Stage, opts ...Opt) *instance {
+func startInstance(t *testing.T, s Stage, opts ...TransformerOpt) *instance {
 	t.Helper()
-	r, err := New(s, opts...)
+	r, err := NewTransformer(s, opts...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{r: r, cancel: cancel, done: make(chan error, 1)}
@@ -280,7 +280,7 @@ func TestIncrementalRebalances(t *testing.T) {
 
 	f := feed(t, c, in, partitions)
 	inst := map[string]*instance{}
-	opts := func(name string) []Opt {
+	opts := func(name string) []TransformerOpt {
 		return append(coopOpts(c.Brokers, app, in, t.TempDir(), name), WithKafkaOpts(c.Opts()...))
 	}
 	inst["a"] = startInstance(t, echoCount(out), opts("a")...)

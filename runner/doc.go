@@ -1,21 +1,27 @@
-// Package runner runs a transformer or an extractor with exactly-once
-// delivery: New(stage, opts...) takes a *transformer.Transformer or an
-// *extractor.Extractor, with the options of both kinds (SeedBrokers,
-// ApplicationID, StateDir, TransactionTimeout, Concurrency, ...) and those
-// of its own kind (a transformer's InputTopics, MaxPollRecords,
-// BatchTimeout; an extractor's ConfigTopics, PollInterval, PageTimeout,
-// TombstonedCursors). An option of the other kind is a configuration
-// error. See package extractor for how an extractor runs, and package
-// mqttbridge for the MQTT→Kafka bridge (a stage kind of its own that takes
-// ConfigTopics; its engine is internal/bridge); the rest of this page is
-// about transformers. The files: runner.go (New, Run, Wake),
-// options.go, transform.go (a transformer's startup), loop.go (the main
-// loop and the per-task workers), rebalance.go (group callbacks, per-task
-// release and restores),
-// commit.go (offsets of intervals that wrote nothing), stores.go
-// (StoreRetention), standby.go (StandbyReplicas).
+// Package runner runs a stage with the delivery its kind promises: a
+// transformer (package transformer) or an extractor (package extractor)
+// exactly-once, a sink (package sink) at-least-once or at-most-once, an
+// MQTT bridge (package mqttbridge) into Kafka transactions. Each kind has
+// its constructor, taking the options of that kind:
 //
-//	r, err := runner.New(counter,
+//	NewTransformer(t, ...TransformerOpt)
+//	NewExtractor(x, ...ExtractorOpt)
+//	NewSink(s, ...SinkOpt)
+//	NewBridge(b, ...BridgeOpt)
+//
+// An option's type says which kinds it applies to: Opt (every kind:
+// SeedBrokers, ApplicationID, WithLogger, ...), GroupOpt, StoreOpt,
+// TxnOpt, InputOpt and ConfigTopicOpt (several kinds), or one kind's type
+// (BatchTimeout is a TransformerOpt, PollInterval an ExtractorOpt). An
+// option of another kind does not compile. The constructor checks the
+// stage and the option values, reports every problem at once as coded
+// *flechtwerk.ConfigError values, and does no I/O.
+//
+// See package extractor for how an extractor runs, package sink for sinks
+// and package mqttbridge for the bridge; the rest of this page is about
+// transformers.
+//
+//	r, err := runner.NewTransformer(counter,
 //		runner.SeedBrokers("localhost:9092"),
 //		runner.ApplicationID("wordcount"),
 //		runner.InputTopics("words"),

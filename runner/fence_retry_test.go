@@ -36,7 +36,7 @@ func TestFenceRetryKeepsTasksRunning(t *testing.T) {
 	inst := map[string]*instance{}
 	for _, name := range []string{"a", "b", "c"} {
 		opts := append(coopOpts(c.Brokers, app, in, t.TempDir(), name), TaskTimeout(taskTimeout), WithKafkaOpts(c.Opts()...))
-		r, err := New(echoCount(out), opts...)
+		r, err := NewTransformer(echoCount(out), opts...)
 		require.NoError(t, err)
 		r.ops.committed = counts.hook(name)
 		ctx, cancel := context.WithCancel(context.Background())

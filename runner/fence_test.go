@@ -87,7 +87,7 @@ func TestSlowFenceKeepsTasksRunning(t *testing.T) {
 	counts := &commitCounts{n: map[string]map[int32]int{}}
 	inst := map[string]*instance{}
 	for _, name := range []string{"a", "b", "c"} {
-		r, err := New(echoCount(out), append(coopOpts(c.Brokers, app, in, t.TempDir(), name), WithKafkaOpts(c.Opts()...))...)
+		r, err := NewTransformer(echoCount(out), append(coopOpts(c.Brokers, app, in, t.TempDir(), name), WithKafkaOpts(c.Opts()...))...)
 		require.NoError(t, err)
 		r.ops.committed = counts.hook(name)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -170,7 +170,7 @@ func TestRevokedWhileFencing(t *testing.T) {
 
 	f := feed(t, c, in, partitions)
 	inst := map[string]*instance{}
-	opts := func(name string) []Opt {
+	opts := func(name string) []TransformerOpt {
 		return append(coopOpts(c.Brokers, app, in, t.TempDir(), name), WithKafkaOpts(c.Opts()...))
 	}
 	inst["a"] = startInstance(t, echoCount(out), opts("a")...)

@@ -24,11 +24,11 @@ import (
 
 // Metrics registers the metrics of the catalog (package metrics) on reg,
 // each with the constant label application_id. Default: none, and nothing
-// is registered anywhere. New reports a registration error (e.g. two
+// is registered anywhere. The constructor reports a registration error (e.g. two
 // runners of one application on one registry) as
 // flechtwerk.CodeInvalidOption.
 func Metrics(reg prometheus.Registerer) Opt {
-	return opt(func(c *config.Options) { c.Registerer = reg })
+	return anyOpt{setter: func(c *config.Options) { c.Registerer = reg }}
 }
 
 // AdvertisedAddress sets the address (host:port) at which this instance
@@ -36,9 +36,9 @@ func Metrics(reg prometheus.Registerer) Opt {
 // is carried in the client id of the group member, "flechtwerk@" + addr,
 // so that Get on another instance can name this one as a key's owner (in
 // a *NotOwnerError); it replaces a client id set with WithKafkaOpts for the
-// group member only. Default: none advertised. Transformer only.
-func AdvertisedAddress(addr string) Opt {
-	return only(config.Transformer, "AdvertisedAddress", func(c *config.Options) { c.Advertise = addr })
+// group member only. Default: none advertised.
+func AdvertisedAddress(addr string) TransformerOpt {
+	return tOpt{setter: func(c *config.Options) { c.Advertise = addr }}
 }
 
 // advertisePrefix starts the client id of a member that advertises an
@@ -173,7 +173,7 @@ type ops struct {
 	stores map[int32]*store.Store // running tasks (nil value: stateless)
 }
 
-// initOps builds the metrics recorder (New calls it after the options).
+// initOps builds the metrics recorder (the constructors call it after the options).
 func (r *Runner) initOps() error {
 	r.ops.cfg = &r.cfg
 	m, err := imetrics.New(r.cfg.Registerer, r.cfg.ApplicationID)

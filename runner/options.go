@@ -11,46 +11,180 @@ import (
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
-// Opt configures a Runner. Every option applies to both stage kinds unless
-// its documentation says "Transformer only" or "Extractor only"; an option
-// of the other kind is reported by New (flechtwerk.CodeInvalidOption).
-type Opt interface{ apply(*config.Options) }
+// The option types. Each constructor takes the options of its stage kind:
+// NewTransformer takes TransformerOpt, NewExtractor ExtractorOpt, NewSink
+// SinkOpt and NewBridge BridgeOpt. An option's type says which kinds it
+// applies to, so an option of another kind (InputTopics for an extractor)
+// does not compile. Options of several kinds have a type that satisfies
+// each of them: Opt (every kind), GroupOpt, StoreOpt, TxnOpt, InputOpt
+// and ConfigTopicOpt. A slice of options of one kind is declared with the
+// kind's type, e.g. []runner.TransformerOpt.
+type (
+	// TransformerOpt configures the runner of a transformer
+	// (NewTransformer).
+	TransformerOpt interface {
+		apply(*config.Options)
+		transformerOpt()
+	}
+	// ExtractorOpt configures the runner of an extractor (NewExtractor).
+	ExtractorOpt interface {
+		apply(*config.Options)
+		extractorOpt()
+	}
+	// SinkOpt configures the runner of a sink (NewSink).
+	SinkOpt interface {
+		apply(*config.Options)
+		sinkOpt()
+	}
+	// BridgeOpt configures the runner of an MQTT bridge (NewBridge).
+	BridgeOpt interface {
+		apply(*config.Options)
+		bridgeOpt()
+	}
 
-type opt func(*config.Options)
+	// Opt is an option of every stage kind: transformers, extractors,
+	// sinks and bridges.
+	Opt interface {
+		TransformerOpt
+		ExtractorOpt
+		SinkOpt
+		BridgeOpt
+	}
+	// GroupOpt is an option of the stages that consume through a
+	// consumer group: transformers, extractors and sinks.
+	GroupOpt interface {
+		TransformerOpt
+		ExtractorOpt
+		SinkOpt
+	}
+	// StoreOpt is an option of the stages that keep stores and a
+	// changelog: transformers (state) and extractors (cursors).
+	StoreOpt interface {
+		TransformerOpt
+		ExtractorOpt
+	}
+	// TxnOpt is an option of the stages that write Kafka transactions:
+	// transformers, extractors and bridges.
+	TxnOpt interface {
+		TransformerOpt
+		ExtractorOpt
+		BridgeOpt
+	}
+	// InputOpt is an option of the stages that read input topics:
+	// transformers and sinks.
+	InputOpt interface {
+		TransformerOpt
+		SinkOpt
+	}
+	// ConfigTopicOpt is an option of the stages driven by config topics:
+	// extractors and bridges.
+	ConfigTopicOpt interface {
+		ExtractorOpt
+		BridgeOpt
+	}
+)
 
-func (o opt) apply(c *config.Options) { o(c) }
+// setter applies an option; the option types below add the marks of the
+// kinds they apply to.
+type setter func(*config.Options)
 
-// only marks an option as one of a stage kind.
-func only(kind config.Kind, name string, f func(*config.Options)) Opt {
-	return opt(func(c *config.Options) {
-		c.Set(name, kind)
-		f(c)
-	})
-}
+func (f setter) apply(c *config.Options) { f(c) }
+
+type (
+	isTransformer struct{}
+	isExtractor   struct{}
+	isSink        struct{}
+	isBridge      struct{}
+)
+
+func (isTransformer) transformerOpt() {}
+func (isExtractor) extractorOpt()     {}
+func (isSink) sinkOpt()               {}
+func (isBridge) bridgeOpt()           {}
+
+// One concrete type per set of kinds, so that a type assertion cannot
+// turn an option into one of a kind it does not apply to.
+type (
+	anyOpt struct {
+		setter
+		isTransformer
+		isExtractor
+		isSink
+		isBridge
+	}
+	groupOpt struct {
+		setter
+		isTransformer
+		isExtractor
+		isSink
+	}
+	storeOpt struct {
+		setter
+		isTransformer
+		isExtractor
+	}
+	txnOpt struct {
+		setter
+		isTransformer
+		isExtractor
+		isBridge
+	}
+	inputOpt struct {
+		setter
+		isTransformer
+		isSink
+	}
+	configTopicOpt struct {
+		setter
+		isExtractor
+		isBridge
+	}
+	tOpt struct {
+		setter
+		isTransformer
+	}
+	xOpt struct {
+		setter
+		isExtractor
+	}
+	sOpt struct {
+		setter
+		isSink
+	}
+)
 
 // SeedBrokers sets the brokers to bootstrap from (Kafka's
 // bootstrap.servers). Required.
-func SeedBrokers(brokers ...string) Opt { return opt(func(c *config.Options) { c.Brokers = brokers }) }
+func SeedBrokers(brokers ...string) Opt {
+	return anyOpt{setter: func(c *config.Options) { c.Brokers = brokers }}
+}
 
 // ApplicationID names the application: the consumer group (which hands
-// out the tasks of a transformer, the ownership tokens of an extractor),
-// the prefix of the transactional IDs ({id}-{N}), the changelog topic
-// ({id}-changelog: state or cursors) and the state directory. Required;
-// changing it starts from scratch (an extractor from empty cursors).
-func ApplicationID(id string) Opt { return opt(func(c *config.Options) { c.ApplicationID = id }) }
+// out the tasks of a transformer, the ownership tokens of an extractor, the
+// partitions of a sink), the prefix of the transactional IDs ({id}-{N}; a
+// bridge's is {id}-mqtt-{client id}), the changelog topic ({id}-changelog:
+// state or cursors), the state directory, and a bridge's MQTT share group.
+// Required; changing it starts
+// from scratch (an extractor from empty cursors, a sink from the reset
+// policy).
+func ApplicationID(id string) Opt {
+	return anyOpt{setter: func(c *config.Options) { c.ApplicationID = id }}
+}
 
 // InputTopics sets the topics to consume. Required. They must exist and have
 // equal partition counts. Records of one state key run in this topic order,
-// then offset order. Transformer only.
-func InputTopics(topics ...string) Opt {
-	return only(config.Transformer, "InputTopics", func(c *config.Options) { c.InputTopics = topics })
+// then offset order (a transformer). A sink reads them too.
+func InputTopics(topics ...string) InputOpt {
+	return inputOpt{setter: func(c *config.Options) { c.InputTopics = topics }}
 }
 
 // StateDir sets the root directory of the stores (a transformer's state,
 // an extractor's cursors); task or token N of the application lives in
 // {dir}/{application id}/{N}. Default $TMPDIR/flechtwerk. Stateless
 // transformers create nothing there.
-func StateDir(dir string) Opt { return opt(func(c *config.Options) { c.StateDir = dir }) }
+func StateDir(dir string) StoreOpt {
+	return storeOpt{setter: func(c *config.Options) { c.StateDir = dir }}
+}
 
 // StoreRetention sets how long the store of a task this instance no longer
 // runs is kept in the state directory: a kept store is what a warm restart
@@ -63,14 +197,14 @@ func StateDir(dir string) Opt { return opt(func(c *config.Options) { c.StateDir 
 // delete.retention.ms: an older store cannot be trusted against its
 // changelog anyway, since tombstones written after it may have been cleaned
 // away.
-func StoreRetention(d time.Duration) Opt {
-	return opt(func(c *config.Options) { c.StoreRetention = d })
+func StoreRetention(d time.Duration) StoreOpt {
+	return storeOpt{setter: func(c *config.Options) { c.StoreRetention = d }}
 }
 
-// MaxPollRecords caps the records of one batch (Kafka's max.poll.records).
-// Default 500. Transformer only.
-func MaxPollRecords(n int) Opt {
-	return only(config.Transformer, "MaxPollRecords", func(c *config.Options) { c.MaxPollRecords = n })
+// MaxPollRecords caps the records of one batch (Kafka's max.poll.records):
+// a transformer's batch, a sink's poll. Default 500.
+func MaxPollRecords(n int) InputOpt {
+	return inputOpt{setter: func(c *config.Options) { c.MaxPollRecords = n }}
 }
 
 // TransactionTimeout sets the producers' transaction timeout
@@ -78,8 +212,8 @@ func MaxPollRecords(n int) Opt {
 // silent owner stay open before aborting it. It must exceed BatchTimeout
 // (a transformer) or PageTimeout (an extractor) and not exceed the broker's
 // transaction.max.timeout.ms (15 minutes by default). Default 60s.
-func TransactionTimeout(d time.Duration) Opt {
-	return opt(func(c *config.Options) { c.TransactionTimeout = d })
+func TransactionTimeout(d time.Duration) TxnOpt {
+	return txnOpt{setter: func(c *config.Options) { c.TransactionTimeout = d }}
 }
 
 // BatchTimeout bounds the time one batch may take to process, and one
@@ -89,9 +223,8 @@ func TransactionTimeout(d time.Duration) Opt {
 // goroutine is abandoned, its results are discarded, and it may run on
 // until the process exits. Default 30s. Rebalances wait for the in-flight
 // batch, so keep it below the group's rebalance timeout (60s by default).
-// Transformer only.
-func BatchTimeout(d time.Duration) Opt {
-	return only(config.Transformer, "BatchTimeout", func(c *config.Options) { c.BatchTimeout = d })
+func BatchTimeout(d time.Duration) TransformerOpt {
+	return tOpt{setter: func(c *config.Options) { c.BatchTimeout = d }}
 }
 
 // TaskTimeout bounds how long a task may stall on transient broker errors
@@ -107,9 +240,9 @@ func BatchTimeout(d time.Duration) Opt {
 // naming the task and the last cause. The startup steps after the cluster
 // first answered (the changelog check and creation) are retried as long.
 // Each recovery is logged at warn.
-// Default 5 minutes. Transformer only.
-func TaskTimeout(d time.Duration) Opt {
-	return only(config.Transformer, "TaskTimeout", func(c *config.Options) { c.TaskTimeout = d })
+// Default 5 minutes.
+func TaskTimeout(d time.Duration) TransformerOpt {
+	return tOpt{setter: func(c *config.Options) { c.TaskTimeout = d }}
 }
 
 // CommitInterval sets how long a task's transaction stays open: every
@@ -125,23 +258,23 @@ func TaskTimeout(d time.Duration) Opt {
 // an interval that wrote nothing commit once per interval through the group
 // member. A longer interval gives fewer, larger transactions (throughput);
 // a shorter one less latency to read_committed readers. It must be below
-// TransactionTimeout. Default 100ms. Transformer only.
-func CommitInterval(d time.Duration) Opt {
-	return only(config.Transformer, "CommitInterval", func(c *config.Options) { c.CommitInterval = d })
+// TransactionTimeout. Default 100ms.
+func CommitInterval(d time.Duration) TransformerOpt {
+	return tOpt{setter: func(c *config.Options) { c.CommitInterval = d }}
 }
 
 // CommitMaxRecords commits a task's transaction early once it holds this
-// many input records. Default 100000. Transformer only.
-func CommitMaxRecords(n int) Opt {
-	return only(config.Transformer, "CommitMaxRecords", func(c *config.Options) { c.CommitMaxRecords = n })
+// many input records. Default 100000.
+func CommitMaxRecords(n int) TransformerOpt {
+	return tOpt{setter: func(c *config.Options) { c.CommitMaxRecords = n }}
 }
 
 // CommitMaxBytes commits a task's transaction early once its outputs and
 // its state writes (keys and values, the last write per key) reach this
 // many bytes; it bounds the memory of the in-memory state overlay too.
-// Default 64 MiB. Transformer only.
-func CommitMaxBytes(n int64) Opt {
-	return only(config.Transformer, "CommitMaxBytes", func(c *config.Options) { c.CommitMaxBytes = n })
+// Default 64 MiB.
+func CommitMaxBytes(n int64) TransformerOpt {
+	return tOpt{setter: func(c *config.Options) { c.CommitMaxBytes = n }}
 }
 
 // StandbyReplicas sets how many standby replicas of each task the group
@@ -163,29 +296,31 @@ func CommitMaxBytes(n int64) Opt {
 // is decided by the group's balancer, which also hands a task that must
 // move to the member whose store for it is furthest ahead. Default 0: no
 // standbys. n > 0 needs a stateful transformer and a state directory.
-// Transformer only.
-func StandbyReplicas(n int) Opt {
-	return only(config.Transformer, "StandbyReplicas", func(c *config.Options) { c.StandbyReplicas = n })
+func StandbyReplicas(n int) TransformerOpt {
+	return tOpt{setter: func(c *config.Options) { c.StandbyReplicas = n }}
 }
 
-// Concurrency bounds how many state-key buckets run their transforms at the
-// same time, across all tasks (default 64), or how many polls of an
-// extractor run at the same time, across all configs and tokens (default
-// 16).
-func Concurrency(n int) Opt { return opt(func(c *config.Options) { c.Concurrency = n }) }
+// Concurrency bounds the work a runner does at the same time: the
+// state-key buckets that run their transforms, across all tasks, for a
+// transformer (default 64); the polls, across all configs and tokens, for
+// an extractor (default 16); the partitions whose batches are written at
+// once, for a sink (default 64).
+func Concurrency(n int) GroupOpt {
+	return groupOpt{setter: func(c *config.Options) { c.Concurrency = n }}
+}
 
 // ChangelogReplicationFactor sets the replication factor of a changelog
 // topic the runner creates. Default -1: the broker's
 // default.replication.factor.
-func ChangelogReplicationFactor(n int16) Opt {
-	return opt(func(c *config.Options) { c.Replication = n })
+func ChangelogReplicationFactor(n int16) StoreOpt {
+	return storeOpt{setter: func(c *config.Options) { c.Replication = n }}
 }
 
 // SessionTimeout sets the group session timeout (session.timeout.ms): how
 // long the group waits for a silent member before moving its tasks or
 // tokens. The heartbeat interval is a third of it, at most 3s. Default 10s.
-func SessionTimeout(d time.Duration) Opt {
-	return opt(func(c *config.Options) { c.SessionTimeout = d })
+func SessionTimeout(d time.Duration) GroupOpt {
+	return groupOpt{setter: func(c *config.Options) { c.SessionTimeout = d }}
 }
 
 // WithKafkaOpts adds franz-go options to every client the runner creates:
@@ -193,35 +328,40 @@ func SessionTimeout(d time.Duration) Opt {
 // level, transactional id, partitioner, auto commit) are set by the runner
 // and must not be passed.
 func WithKafkaOpts(opts ...kgo.Opt) Opt {
-	return opt(func(c *config.Options) { c.KafkaOpts = append(c.KafkaOpts, opts...) })
+	return anyOpt{setter: func(c *config.Options) { c.KafkaOpts = append(c.KafkaOpts, opts...) }}
 }
 
 // WithConsumerOpts adds franz-go options to the group member only, e.g.
 // kgo.RebalanceTimeout or kgo.FetchMaxBytes. The runner's delivery
-// settings — the group, its topics, range assignment, no auto-commit, the
-// session and heartbeat, the partition callbacks, and for a transformer the
-// isolation level, reset offset and rebalance blocking — are applied after
-// them and cannot be replaced.
-func WithConsumerOpts(opts ...kgo.Opt) Opt {
-	return opt(func(c *config.Options) { c.ConsumerOpts = append(c.ConsumerOpts, opts...) })
+// settings — the group, its topics, its balancer (a transformer's
+// cooperative, sticky, co-partitioning balancer; kgo's eager range
+// balancer for an extractor or a sink), no auto-commit, the session and
+// heartbeat, the partition callbacks, and for a transformer the isolation
+// level, reset offset and rebalance blocking — are applied after them and
+// cannot be replaced.
+func WithConsumerOpts(opts ...kgo.Opt) GroupOpt {
+	return groupOpt{setter: func(c *config.Options) { c.ConsumerOpts = append(c.ConsumerOpts, opts...) }}
 }
 
 // WithLogger sets the logger. Default: discard.
-func WithLogger(l *slog.Logger) Opt { return opt(func(c *config.Options) { c.Logger = l }) }
+func WithLogger(l *slog.Logger) Opt {
+	return anyOpt{setter: func(c *config.Options) { c.Logger = l }}
+}
 
 // ConfigTopics sets the config topics of an extractor: compacted topics
 // whose live records are the poll targets. Required. They must exist and
 // have equal partition counts; that count is the number of ownership
-// tokens and of changelog partitions. Extractor only.
-func ConfigTopics(topics ...string) Opt {
-	return only(config.Extractor, "ConfigTopics", func(c *config.Options) { c.ConfigTopics = topics })
+// tokens and of changelog partitions. A bridge (package mqttbridge) reads
+// the configs of its topic filters from them.
+func ConfigTopics(topics ...string) ConfigTopicOpt {
+	return configTopicOpt{setter: func(c *config.Options) { c.ConfigTopics = topics }}
 }
 
 // PollInterval sets how often each live config is polled: a poll starts at
 // most once per interval per config, and never while the previous poll of
-// the config runs. Required. Extractor only.
-func PollInterval(d time.Duration) Opt {
-	return only(config.Extractor, "PollInterval", func(c *config.Options) { c.PollInterval = d })
+// the config runs. Required.
+func PollInterval(d time.Duration) ExtractorOpt {
+	return xOpt{setter: func(c *config.Options) { c.PollInterval = d }}
 }
 
 // PageTimeout bounds one page of an extractor: the time from the start of
@@ -230,9 +370,9 @@ func PollInterval(d time.Duration) Opt {
 // that takes longer is aborted, its poll's context is canceled, and Run
 // fails with an error naming the config key (errors.Is
 // extractor.ErrPageTimeout). It must be below TransactionTimeout. Default
-// 30s. Extractor only.
-func PageTimeout(d time.Duration) Opt {
-	return only(config.Extractor, "PageTimeout", func(c *config.Options) { c.PageTimeout = d })
+// 30s.
+func PageTimeout(d time.Duration) ExtractorOpt {
+	return xOpt{setter: func(c *config.Options) { c.PageTimeout = d }}
 }
 
 // CursorPolicy is what becomes of the cursor of a config whose record was
@@ -266,15 +406,15 @@ const (
 // instance takes the token and its config table has read the config topics
 // up to where they were after its fence (a config that table has not read
 // yet is not taken for deleted). A config added again before its owner saw
-// the tombstone keeps its cursor. Extractor only.
-func TombstonedCursors(p CursorPolicy) Opt {
-	return only(config.Extractor, "TombstonedCursors", func(c *config.Options) {
+// the tombstone keeps its cursor.
+func TombstonedCursors(p CursorPolicy) ExtractorOpt {
+	return xOpt{setter: func(c *config.Options) {
 		c.KeepCursors, c.BadCursorPolicy = p == KeepCursors, nil
 		if p != DeleteCursors && p != KeepCursors {
 			v := int(p)
 			c.BadCursorPolicy = &v
 		}
-	})
+	}}
 }
 
 // Invalid records.
@@ -327,7 +467,8 @@ func Substitute(hook func(*transformer.InvalidRecordError) ([]byte, error)) Inva
 
 // InvalidRecords sets the policy for invalid records: Crash (the default),
 // Skip, DeadLetter(topic) or Substitute(hook). Give it once: two different
-// policies are an error of New (flechtwerk.CodeInvalidRecordPolicy), as
+// policies are an error of the constructor
+// (flechtwerk.CodeInvalidRecordPolicy), as
 // are DeadLetter("") and Substitute(nil).
 //
 // A sink (package sink) applies it too, to a value its codec does not
@@ -339,35 +480,33 @@ func Substitute(hook func(*transformer.InvalidRecordError) ([]byte, error)) Inva
 // headers) is produced synchronously by an idempotent producer (acks=all)
 // before the record is completed, so its offset commits only once the dead
 // letter is durable; a crash in between writes it again on the restart.
-func InvalidRecords(p InvalidRecordPolicy) Opt {
-	return only(config.Transformer, "InvalidRecords", func(c *config.Options) {
+func InvalidRecords(p InvalidRecordPolicy) InputOpt {
+	return inputOpt{setter: func(c *config.Options) {
 		c.InvalidRecords = append(c.InvalidRecords, p.p)
-	})
+	}}
 }
 
-// Sink options. A sink (package sink) takes InputTopics, MaxPollRecords,
-// InvalidRecords, Concurrency, SessionTimeout and the shared options as well; its delivery
-// mode is declared on the sink (sink.Delivery).
+// Sink options. A sink's delivery mode is declared on the sink
+// (sink.Delivery); these options must agree with it.
 
 // CommitKeepalive sets how often an idle partition of an at-least-once
 // sink re-commits its offset, so the broker's offset retention
 // (offsets.retention.minutes, 7 days by default; its clock runs for groups
 // without members) never expires a live service's position. Keep it well
 // below the retention. Default 30 minutes. Given for an at-most-once sink it
-// is a flechtwerk.CodeDeliveryConflict error. Sink only.
-func CommitKeepalive(d time.Duration) Opt {
-	return only(config.Sink, "CommitKeepalive", func(c *config.Options) {
+// is a flechtwerk.CodeDeliveryConflict error.
+func CommitKeepalive(d time.Duration) SinkOpt {
+	return sOpt{setter: func(c *config.Options) {
 		c.CommitKeepalive, c.CommitKeepaliveSet = d, true
-	})
+	}}
 }
 
 // AutoCommitInterval sets the timer of an at-most-once sink: the offsets of
 // what was polled are committed every interval, whether it was written or
 // not (a crash loses what was polled and not written). Default 5s. Given for
-// an at-least-once sink it is a flechtwerk.CodeDeliveryConflict error. Sink
-// only.
-func AutoCommitInterval(d time.Duration) Opt {
-	return only(config.Sink, "AutoCommitInterval", func(c *config.Options) {
+// an at-least-once sink it is a flechtwerk.CodeDeliveryConflict error.
+func AutoCommitInterval(d time.Duration) SinkOpt {
+	return sOpt{setter: func(c *config.Options) {
 		c.AutoCommitInterval, c.AutoCommitIntervalSet = d, true
-	})
+	}}
 }

@@ -27,7 +27,7 @@ func TestCommitsOnlyUnderTheOwningMember(t *testing.T) {
 	c.CreateTopic(t, in, 1)
 	c.CreateTopic(t, out, 1)
 	c.Produce(t, &kgo.Record{Topic: in, Partition: 0, Key: []byte("k"), Value: []byte("v")})
-	r, err := New(echoCount(out), coopOpts(c.Brokers, app, in, t.TempDir(), "a")...)
+	r, err := NewTransformer(echoCount(out), coopOpts(c.Brokers, app, in, t.TempDir(), "a")...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -29,11 +29,11 @@ func TestReadyThroughRebalance(t *testing.T) {
 	c.CreateTopic(t, out, partitions)
 	f := feed(t, c, in, partitions)
 	defer f.finish(t)
-	opts := func(name string) []Opt {
+	opts := func(name string) []TransformerOpt {
 		return append(coopOpts(c.Brokers, app, in, t.TempDir(), name), WithKafkaOpts(c.Opts()...))
 	}
 
-	a, err := New(echoCount(out), opts("a")...)
+	a, err := NewTransformer(echoCount(out), opts("a")...)
 	require.NoError(t, err)
 	require.ErrorContains(t, a.Ready(), "not_started")
 	inst := map[string]*instance{}
@@ -161,7 +161,7 @@ func TestLagEveryPartition(t *testing.T) {
 	const partitions = 4
 	c.CreateTopic(t, in, partitions)
 	c.CreateTopic(t, out, partitions)
-	opts := func(name string) []Opt {
+	opts := func(name string) []TransformerOpt {
 		return append(coopOpts(c.Brokers, app, in, t.TempDir(), name), WithKafkaOpts(c.Opts()...))
 	}
 	reg := prometheus.NewRegistry()

@@ -241,9 +241,9 @@ func refusal(kreq kmsg.Request, code int16) kmsg.Response {
 // faultRun starts a stateful counter over in (2 partitions) with small
 // transactions and few client retries, so that an injected fault outlives
 // the client's own retries.
-func faultRun(t *testing.T, c *kafkatest.Cluster, app, in, out string, opts ...runner.Opt) (*runner.Runner, context.CancelFunc, chan error) {
+func faultRun(t *testing.T, c *kafkatest.Cluster, app, in, out string, opts ...runner.TransformerOpt) (*runner.Runner, context.CancelFunc, chan error) {
 	t.Helper()
-	all := append([]runner.Opt{
+	all := append([]runner.TransformerOpt{
 		runner.SeedBrokers(c.Brokers...),
 		runner.ApplicationID(app),
 		runner.InputTopics(in),
@@ -254,7 +254,7 @@ func faultRun(t *testing.T, c *kafkatest.Cluster, app, in, out string, opts ...r
 		runner.WithKafkaOpts(kgo.RequestRetries(2), kgo.RetryTimeout(3*time.Second)),
 		runner.WithLogger(slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))),
 	}, opts...)
-	r, err := runner.New(counter(out), all...)
+	r, err := runner.NewTransformer(counter(out), all...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -62,12 +62,12 @@ func (p RetryPolicy) policy() *retry.Policy {
 // classify as transient, or the last one when the attempts or the time
 // are used up, ends Run with its *sink.WriteError, as without the option.
 // Each retry is logged at warn and counted (flechtwerk_sink_retries_total).
-// Invalid policies are flechtwerk.CodeInvalidOption errors of New. Sink
-// only, and at-least-once only: an at-most-once sink with it is a
+// Invalid policies are flechtwerk.CodeInvalidOption errors of NewSink.
+// At-least-once only: an at-most-once sink with it is a
 // flechtwerk.CodeDeliveryConflict error (a retried write of unknown
 // outcome could store its records twice).
-func SinkRetry(p RetryPolicy) Opt {
-	return only(config.Sink, "SinkRetry", func(c *config.Options) { c.Retry.Sink = p.policy() })
+func SinkRetry(p RetryPolicy) SinkOpt {
+	return sOpt{setter: func(c *config.Options) { c.Retry.Sink = p.policy() }}
 }
 
 // PollRetry polls a config again under p when its poll failed with an
@@ -78,9 +78,10 @@ func SinkRetry(p RetryPolicy) Opt {
 // that failed, a fenced producer) are never retried here. Without
 // QuarantineFailingConfigs, an error that is not transient, or the last
 // one, ends Run as without the option. Each retry is logged at warn and
-// counted (flechtwerk_extractor_poll_retries_total). Extractor only.
-func PollRetry(p RetryPolicy) Opt {
-	return only(config.Extractor, "PollRetry", func(c *config.Options) { c.Retry.Poll = p.policy() })
+// counted (flechtwerk_extractor_poll_retries_total). Invalid policies are
+// flechtwerk.CodeInvalidOption errors of NewExtractor.
+func PollRetry(p RetryPolicy) ExtractorOpt {
+	return xOpt{setter: func(c *config.Options) { c.Retry.Poll = p.policy() }}
 }
 
 // QuarantineFailingConfigs isolates a config whose poll failed with an
@@ -93,12 +94,12 @@ func PollRetry(p RetryPolicy) Opt {
 // after is positive, once after has passed; a config whose token moves to
 // another instance leaves the quarantine here (its new owner polls it).
 // Errors of the token's transactions still end Run. Given a negative
-// after, New reports flechtwerk.CodeInvalidOption. Default: off (a failed
-// poll ends Run). Extractor only.
-func QuarantineFailingConfigs(after time.Duration) Opt {
-	return only(config.Extractor, "QuarantineFailingConfigs", func(c *config.Options) {
+// after, NewExtractor reports flechtwerk.CodeInvalidOption. Default: off
+// (a failed poll ends Run).
+func QuarantineFailingConfigs(after time.Duration) ExtractorOpt {
+	return xOpt{setter: func(c *config.Options) {
 		c.Retry.Quarantine, c.Retry.QuarantineFor = true, after
-	})
+	}}
 }
 
 // QuarantinedConfig is a config an extractor isolated after its poll

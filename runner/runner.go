@@ -16,16 +16,18 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/tracing"
 )
 
-// Stage is what a Runner runs: a *transformer.Transformer, an
-// *extractor.Extractor, a *sink.Stage or a *mqttbridge.Bridge. Other types
-// are refused by New.
+// Stage is what a Runner runs: a *transformer.Transformer
+// (NewTransformer), an *extractor.Extractor (NewExtractor), a *sink.Stage
+// (NewSink) or a *mqttbridge.Bridge (NewBridge). Other types are refused
+// by the constructors.
 type Stage interface {
 	// Validate reports a problem found when the stage was built.
 	Validate() error
 }
 
-// Runner runs one transformer or extractor. Build it with New; Run it
-// once.
+// Runner runs one stage: a transformer, an extractor, a sink or an MQTT
+// bridge. Build it with the constructor of the stage's kind
+// (NewTransformer, NewExtractor, NewSink, NewBridge); Run it once.
 type Runner struct {
 	cfg     config.Options
 	kind    config.Kind
@@ -44,52 +46,107 @@ type Runner struct {
 }
 
 // ErrRunTwice is returned by a second call of Run on the same Runner.
-var ErrRunTwice = errors.New("runner: Run called twice; build a new Runner with New")
+var ErrRunTwice = errors.New("runner: Run called twice; build a new Runner")
 
-// New checks the stage and the configuration and returns a Runner. Every
-// problem is reported at once as *flechtwerk.ConfigError values joined with
-// errors.Join, an option of the other stage kind among them (e.g.
-// InputTopics for an extractor); New does no I/O. Problems that need the
-// cluster (missing topics, partition counts, the changelog) are reported by
-// Run before anything is consumed or polled.
-func New(s Stage, opts ...Opt) (*Runner, error) {
-	r := &Runner{}
+// NewTransformer checks a transformer (a *transformer.Transformer) and its
+// options and returns its Runner. Every problem is reported at once as
+// *flechtwerk.ConfigError values joined with errors.Join: a stage of
+// another kind (flechtwerk.CodeWrongStageKind), a problem of the stage, and
+// option values that are out of range, missing or contradict each other.
+// An option of another kind does not compile. It does no I/O: problems that
+// need the cluster (missing topics, partition counts, the changelog) are
+// reported by Run before anything is consumed.
+func NewTransformer(s Stage, opts ...TransformerOpt) (*Runner, error) {
+	return newRunner(config.Transformer, s, opts)
+}
+
+// NewExtractor checks an extractor (an *extractor.Extractor) and its
+// options and returns its Runner, reporting every problem at once like
+// NewTransformer. Problems that need the cluster are reported by Run
+// before anything is polled.
+func NewExtractor(s Stage, opts ...ExtractorOpt) (*Runner, error) {
+	return newRunner(config.Extractor, s, opts)
+}
+
+// NewSink checks a sink (a *sink.Stage) and its options, among them their
+// agreement with the sink's delivery mode (flechtwerk.CodeDeliveryConflict),
+// and returns its Runner, reporting every problem at once like
+// NewTransformer.
+func NewSink(s Stage, opts ...SinkOpt) (*Runner, error) {
+	return newRunner(config.Sink, s, opts)
+}
+
+// NewBridge checks an MQTT bridge (a *mqttbridge.Bridge) and its options
+// and returns its Runner, reporting every problem at once like
+// NewTransformer.
+func NewBridge(s Stage, opts ...BridgeOpt) (*Runner, error) {
+	return newRunner(config.Bridge, s, opts)
+}
+
+// constructors names the constructor of each stage kind.
+var constructors = map[config.Kind]string{
+	config.Transformer: "NewTransformer",
+	config.Extractor:   "NewExtractor",
+	config.Sink:        "NewSink",
+	config.Bridge:      "NewBridge",
+}
+
+// kindOf returns the kind of s, false when s is no stage a runner runs.
+func kindOf(s Stage) (config.Kind, bool) {
+	if _, ok := pollstage.ExtractorOf(s); ok {
+		return config.Extractor, true
+	}
+	if bridgeOf(s) != nil {
+		return config.Bridge, true
+	}
+	if sinkOf(s) != nil {
+		return config.Sink, true
+	}
+	if _, ok := stage.TransformerOf(s); ok {
+		return config.Transformer, true
+	}
+	return 0, false
+}
+
+// newRunner builds the runner of a stage that must be of kind.
+func newRunner[O interface{ apply(*config.Options) }](kind config.Kind, s Stage, opts []O) (*Runner, error) {
+	r := &Runner{kind: kind}
 	var (
 		errs     []error
-		stateful = true
+		stateful = kind == config.Transformer || kind == config.Extractor
 		x        pollstage.Extractor
 	)
-	if s != nil {
-		x, _ = pollstage.ExtractorOf(s)
-	}
-	switch {
-	case s == nil:
-		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "stage", "transformer or extractor is nil"))
-	case x != nil:
-		r.kind = config.Extractor
-	case bridgeOf(s) != nil:
-		r.kind, r.brs, stateful = config.Bridge, bridgeOf(s), false
-	case sinkOf(s) != nil:
-		r.kind, r.snk, stateful = config.Sink, sinkOf(s), false
-	default:
-		proc, ok := stage.TransformerOf(s)
-		if !ok {
-			errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "stage",
-				"%T is not a stage runner.New runs (a *transformer.Transformer, an *extractor.Extractor, a *sink.Stage or a *mqttbridge.Bridge)", s))
-			break
+	if s == nil {
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "stage", "%s is nil", kind))
+	} else if got, ok := kindOf(s); !ok {
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "stage",
+			"%T is not a stage a runner runs (a *transformer.Transformer, an *extractor.Extractor, a *sink.Stage or a *mqttbridge.Bridge)", s))
+	} else if got != kind {
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeWrongStageKind, "stage",
+			"%T is %s, given to %s: run it with runner.%s", s, got, constructors[kind], constructors[got]))
+	} else {
+		switch kind {
+		case config.Extractor:
+			x, _ = pollstage.ExtractorOf(s)
+		case config.Bridge:
+			r.brs = bridgeOf(s)
+		case config.Sink:
+			r.snk = sinkOf(s)
+		case config.Transformer:
+			r.proc, _ = stage.TransformerOf(s)
+			stateful = r.proc.Stateful()
 		}
-		r.kind, r.proc, stateful = config.Transformer, proc, proc.Stateful()
 	}
 	if s != nil {
 		if err := s.Validate(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	r.cfg = config.Defaults(r.kind)
+	r.cfg = config.Defaults(kind)
 	for _, o := range opts {
 		o.apply(&r.cfg)
 	}
-	if err := r.cfg.Validate(r.kind, stateful); err != nil {
+	if err := r.cfg.Validate(kind, stateful); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, r.initOps())
@@ -123,12 +180,13 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 }
 
 // Changelog returns the changelog topic of the runner's application: the
-// state of a transformer, the cursors of an extractor.
+// state of a transformer, the cursors of an extractor (sinks and bridges
+// have none).
 func (r *Runner) Changelog() string { return r.cfg.Changelog() }
 
-// Run processes (a transformer) or polls (an extractor) until ctx is
-// canceled (then it stops gracefully and returns nil) or an error ends it.
-// See the package documentation.
+// Run processes (a transformer), polls (an extractor), writes (a sink) or
+// relays (a bridge) until ctx is canceled (then it stops gracefully and
+// returns nil) or an error ends it. See the package documentation.
 func (r *Runner) Run(ctx context.Context) (err error) {
 	if !r.started.CompareAndSwap(false, true) {
 		return ErrRunTwice
@@ -163,7 +221,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 // the next regular poll comes an interval after it started.
 //
 // Wake reports whether the poll will run on this instance: false when Run
-// is not running, when the stage is a transformer, when key is not a live
+// is not running, when the stage is not an extractor, when key is not a live
 // config, when the config is suspended (see extractor.Suspended), or when
 // another instance holds its ownership token (then wake that instance, or
 // let the interval poll it). Wake does not block and is safe for concurrent

@@ -53,9 +53,9 @@ func (m *memSink) values() []string {
 	return out
 }
 
-func startSink(t *testing.T, st runner.Stage, opts ...runner.Opt) (stop func() error) {
+func startSink(t *testing.T, st runner.Stage, opts ...runner.SinkOpt) (stop func() error) {
 	t.Helper()
-	r, err := runner.New(st, opts...)
+	r, err := runner.NewSink(st, opts...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -80,42 +80,35 @@ func startSink(t *testing.T, st runner.Stage, opts ...runner.Opt) (stop func() e
 // TestSinkDeliveryConfig: a sink must declare its mode, and settings that
 // contradict it are coded startup errors.
 func TestSinkDeliveryConfig(t *testing.T) {
-	base := []runner.Opt{runner.SeedBrokers("127.0.0.1:1"), runner.ApplicationID("app"), runner.InputTopics("in")}
+	base := []runner.SinkOpt{runner.SeedBrokers("127.0.0.1:1"), runner.ApplicationID("app"), runner.InputTopics("in")}
 	var m memSink
 	codec := sink.ValueCodec(transformer.Bytes())
 
-	_, err := runner.New(sink.New[[]byte](&m, codec), base...)
+	_, err := runner.NewSink(sink.New[[]byte](&m, codec), base...)
 	require.ErrorIs(t, err, flechtwerk.ErrNoDelivery)
 
-	_, err = runner.New(sink.New[[]byte](&m, codec, sink.Delivery(sink.AtLeastOnce)),
+	_, err = runner.NewSink(sink.New[[]byte](&m, codec, sink.Delivery(sink.AtLeastOnce)),
 		append(base, runner.AutoCommitInterval(time.Second))...)
 	require.ErrorIs(t, err, flechtwerk.ErrDeliveryConflict)
 	require.ErrorContains(t, err, "AutoCommitInterval")
 
-	_, err = runner.New(sink.New[[]byte](&m, codec, sink.Delivery(sink.AtMostOnce)),
+	_, err = runner.NewSink(sink.New[[]byte](&m, codec, sink.Delivery(sink.AtMostOnce)),
 		append(base, runner.CommitKeepalive(time.Minute))...)
 	require.ErrorIs(t, err, flechtwerk.ErrDeliveryConflict)
 	require.ErrorContains(t, err, "CommitKeepalive")
 
-	_, err = runner.New(sink.New[[]byte](&m, codec, sink.Delivery(sink.AtMostOnce)),
+	_, err = runner.NewSink(sink.New[[]byte](&m, codec, sink.Delivery(sink.AtMostOnce)),
 		append(base, runner.SinkRetry(runner.RetryPolicy{Transient: func(error) bool { return true }, MaxAttempts: 3}))...)
 	require.ErrorIs(t, err, flechtwerk.ErrDeliveryConflict)
 	require.ErrorContains(t, err, "SinkRetry")
 
-	_, err = runner.New(sink.New[[]byte](&m, codec, sink.Delivery(sink.Mode(7))), base...)
+	_, err = runner.NewSink(sink.New[[]byte](&m, codec, sink.Delivery(sink.Mode(7))), base...)
 	require.ErrorIs(t, err, flechtwerk.ErrInvalidOption)
 
-	_, err = runner.New(sink.New[[]byte](&m, sink.ValueCodec(transformer.JSON[int]()), sink.Delivery(sink.AtLeastOnce)), base...)
+	_, err = runner.NewSink(sink.New[[]byte](&m, sink.ValueCodec(transformer.JSON[int]()), sink.Delivery(sink.AtLeastOnce)), base...)
 	require.ErrorIs(t, err, flechtwerk.ErrInvalidTransformer)
 
-	// Sink options on a transformer are refused; a sink takes the input
-	// options of a transformer.
-	tr := transformer.Stateless(func(context.Context, *transformer.Record, *transformer.Outputs) error { return nil })
-	_, err = runner.New(tr, append(base, runner.CommitKeepalive(time.Minute))...)
-	require.ErrorIs(t, err, flechtwerk.ErrInvalidOption)
-	require.ErrorContains(t, err, "CommitKeepalive: an option for a sink only")
-
-	_, err = runner.New(sink.New[[]byte](&m, codec, sink.Delivery(sink.AtLeastOnce)),
+	_, err = runner.NewSink(sink.New[[]byte](&m, codec, sink.Delivery(sink.AtLeastOnce)),
 		append(base, runner.MaxPollRecords(10), runner.CommitKeepalive(time.Minute))...)
 	require.NoError(t, err)
 }
@@ -185,7 +178,7 @@ func TestSinkAtLeastOnceFanOut(t *testing.T) {
 	produceN(t, c, topic, 0, 100, 5)
 	boom := errors.New("database down")
 	failing := &memSink{hook: func(context.Context, []sink.Record[[]byte]) error { return boom }}
-	r, err := runner.New(sink.New[[]byte](failing, sink.ValueCodec(transformer.Bytes()), sink.Delivery(sink.AtLeastOnce)),
+	r, err := runner.NewSink(sink.New[[]byte](failing, sink.ValueCodec(transformer.Bytes()), sink.Delivery(sink.AtLeastOnce)),
 		runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(topic))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -264,7 +257,7 @@ func TestSinkOffsetFetchFailure(t *testing.T) {
 		return resp, nil, true
 	})
 	m := &memSink{}
-	r, err := runner.New(sink.New[[]byte](m, sink.ValueCodec(transformer.Bytes()), sink.Delivery(sink.AtLeastOnce)),
+	r, err := runner.NewSink(sink.New[[]byte](m, sink.ValueCodec(transformer.Bytes()), sink.Delivery(sink.AtLeastOnce)),
 		runner.SeedBrokers(fc.ListenAddrs()...), runner.ApplicationID("app"), runner.InputTopics("in"))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -388,7 +381,7 @@ func TestSinkStartOffsets(t *testing.T) {
 	c.CreateTopic(t, topic, 2)
 	produceN(t, c, topic, 0, 0, 10)
 	produceN(t, c, topic, 1, 100, 10)
-	opts := []runner.Opt{runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(topic)}
+	opts := []runner.SinkOpt{runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(topic)}
 
 	// The group committed offset 6 of both partitions.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -482,7 +475,7 @@ func TestSinkInvalidSkip(t *testing.T) {
 		}
 		return []sink.Record[int]{r}, nil
 	})
-	r, err := runner.New(sink.New[int](s, sink.Delivery(sink.AtLeastOnce), expand),
+	r, err := runner.NewSink(sink.New[int](s, sink.Delivery(sink.AtLeastOnce), expand),
 		runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(topic),
 		runner.InvalidRecords(runner.Skip))
 	require.NoError(t, err)
@@ -524,7 +517,7 @@ func TestSinkInvalidSubstitute(t *testing.T) {
 func TestSinkInvalidCrash(t *testing.T) {
 	c, topic, app := sinkApp(t, "sink-crash")
 	s := &intSink{}
-	r, err := runner.New(sink.New[int](s, sink.Delivery(sink.AtLeastOnce)),
+	r, err := runner.NewSink(sink.New[int](s, sink.Delivery(sink.AtLeastOnce)),
 		runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(topic))
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -551,7 +544,7 @@ func TestSinkInvalidDeadLetter(t *testing.T) {
 	dlq := kafkatest.Name("sink-dlq-dead")
 	c.CreateTopic(t, dlq, 1)
 	s := &intSink{}
-	r, err := runner.New(sink.New[int](s, sink.Delivery(sink.AtLeastOnce)),
+	r, err := runner.NewSink(sink.New[int](s, sink.Delivery(sink.AtLeastOnce)),
 		runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(topic),
 		runner.InvalidRecords(runner.DeadLetter(dlq)))
 	require.NoError(t, err)
@@ -589,7 +582,7 @@ func TestSinkInvalidDeadLetter(t *testing.T) {
 func TestSinkInvalidDeadLetterMissingTopic(t *testing.T) {
 	c, topic, app := sinkApp(t, "sink-nodlq")
 	s := &intSink{}
-	r, err := runner.New(sink.New[int](s, sink.Delivery(sink.AtLeastOnce)),
+	r, err := runner.NewSink(sink.New[int](s, sink.Delivery(sink.AtLeastOnce)),
 		runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(topic),
 		runner.InvalidRecords(runner.DeadLetter(kafkatest.Name("sink-nodlq-missing"))))
 	require.NoError(t, err)

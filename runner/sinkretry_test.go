@@ -123,7 +123,7 @@ func TestSinkRetryPermanent(t *testing.T) {
 	boom := errors.New("constraint violated")
 	var calls atomic.Int64
 	m := &memSink{hook: func(context.Context, []sink.Record[[]byte]) error { calls.Add(1); return boom }}
-	r, err := runner.New(sink.New[[]byte](m, sink.ValueCodec(transformer.Bytes()), sink.Delivery(sink.AtLeastOnce)),
+	r, err := runner.NewSink(sink.New[[]byte](m, sink.ValueCodec(transformer.Bytes()), sink.Delivery(sink.AtLeastOnce)),
 		runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(topic),
 		runner.SinkRetry(runner.RetryPolicy{Transient: isFlaky, MaxAttempts: 5, InitialInterval: time.Millisecond}))
 	require.NoError(t, err)
@@ -156,7 +156,7 @@ func TestSinkRetryTotalTime(t *testing.T) {
 		return errFlaky
 	}}
 	const bound = 600 * time.Millisecond
-	r, err := runner.New(sink.New[[]byte](m, sink.ValueCodec(transformer.Bytes()), sink.Delivery(sink.AtLeastOnce)),
+	r, err := runner.NewSink(sink.New[[]byte](m, sink.ValueCodec(transformer.Bytes()), sink.Delivery(sink.AtLeastOnce)),
 		runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(topic),
 		runner.SinkRetry(runner.RetryPolicy{Transient: isFlaky, MaxElapsed: bound,
 			InitialInterval: 20 * time.Millisecond, MaxInterval: 100 * time.Millisecond}))
@@ -172,32 +172,31 @@ func TestSinkRetryTotalTime(t *testing.T) {
 	require.LessOrEqual(t, c.CommittedOffsets(t, app, topic)[0], int64(0), "nothing of the batch committed")
 }
 
-// TestRetryOptions: invalid policies and options of the other stage kind
-// are coded errors of New.
+// TestRetryOptions: invalid retry policies are coded errors of NewSink
+// naming the option (PollRetry and QuarantineFailingConfigs do not
+// compile for a sink: TestOptionKindsCompile).
 func TestRetryOptions(t *testing.T) {
 	m := &memSink{}
 	snk := sink.New[[]byte](m, sink.ValueCodec(transformer.Bytes()), sink.Delivery(sink.AtLeastOnce))
-	base := []runner.Opt{runner.SeedBrokers("localhost:1"), runner.ApplicationID("app"), runner.InputTopics("in")}
+	base := []runner.SinkOpt{runner.SeedBrokers("localhost:1"), runner.ApplicationID("app"), runner.InputTopics("in")}
 	for _, tc := range []struct {
 		name  string
-		opt   runner.Opt
+		opt   runner.SinkOpt
 		field string
 	}{
 		{"no classifier", runner.SinkRetry(runner.RetryPolicy{MaxAttempts: 3}), "SinkRetry"},
 		{"unbounded", runner.SinkRetry(runner.RetryPolicy{Transient: isFlaky}), "SinkRetry"},
 		{"negative attempts", runner.SinkRetry(runner.RetryPolicy{Transient: isFlaky, MaxAttempts: -1}), "SinkRetry"},
 		{"intervals", runner.SinkRetry(runner.RetryPolicy{Transient: isFlaky, MaxAttempts: 3, InitialInterval: time.Second, MaxInterval: time.Millisecond}), "SinkRetry"},
-		{"poll retry on a sink", runner.PollRetry(runner.RetryPolicy{Transient: isFlaky, MaxAttempts: 3}), "PollRetry"},
-		{"quarantine on a sink", runner.QuarantineFailingConfigs(0), "QuarantineFailingConfigs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := runner.New(snk, append(base, tc.opt)...)
+			_, err := runner.NewSink(snk, append(base, tc.opt)...)
 			require.ErrorIs(t, err, flechtwerk.ErrInvalidOption)
 			var ce *flechtwerk.ConfigError
 			require.ErrorAs(t, err, &ce)
 			require.Equal(t, tc.field, ce.Field)
 		})
 	}
-	_, err := runner.New(snk, append(base, runner.SinkRetry(runner.RetryPolicy{Transient: isFlaky, MaxElapsed: time.Second}))...)
+	_, err := runner.NewSink(snk, append(base, runner.SinkRetry(runner.RetryPolicy{Transient: isFlaky, MaxElapsed: time.Second}))...)
 	require.NoError(t, err)
 }

@@ -72,7 +72,7 @@ func failover(b *testing.B, standby bool, keys int) {
 		})
 		l := &syncLog{}
 		dir := b.TempDir()
-		r, err := New(proc, SeedBrokers(c.Brokers...), ApplicationID(app), InputTopics(in),
+		r, err := NewTransformer(proc, SeedBrokers(c.Brokers...), ApplicationID(app), InputTopics(in),
 			StateDir(dir), StandbyReplicas(replicas), SessionTimeout(6*time.Second),
 			WithConsumerOpts(kgo.HeartbeatInterval(200*time.Millisecond)),
 			WithLogger(slog.New(slog.NewTextHandler(l, nil))))

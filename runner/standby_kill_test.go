@@ -50,7 +50,7 @@ func standbyChild(spec string) int {
 		e.Send(out, rec.Key, []byte(strconv.Itoa(n)+"@"+id))
 		return nil
 	})
-	r, err := New(counter, SeedBrokers(strings.Split(brokers, ",")...), ApplicationID(app), InputTopics(in),
+	r, err := NewTransformer(counter, SeedBrokers(strings.Split(brokers, ",")...), ApplicationID(app), InputTopics(in),
 		StateDir(dir), StandbyReplicas(replicas), SessionTimeout(childSession),
 		WithConsumerOpts(kgo.HeartbeatInterval(300*time.Millisecond)),
 		WithLogger(slog.New(slog.NewTextHandler(f, nil))))

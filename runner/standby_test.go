@@ -56,7 +56,7 @@ func startStandbyRunner(t *testing.T, c *kafkatest.Cluster, app, in, out string)
 		return nil
 	})
 	l := &syncLog{}
-	r, err := New(counter, SeedBrokers(c.Brokers...), ApplicationID(app), InputTopics(in),
+	r, err := NewTransformer(counter, SeedBrokers(c.Brokers...), ApplicationID(app), InputTopics(in),
 		StateDir(t.TempDir()), StandbyReplicas(1), SessionTimeout(3*time.Second),
 		WithConsumerOpts(kgo.HeartbeatInterval(200*time.Millisecond)),
 		WithLogger(slog.New(slog.NewTextHandler(l, nil))))
@@ -230,18 +230,18 @@ func TestStandbyReplicasValidation(t *testing.T) {
 		e.SetState(n + 1)
 		return nil
 	})
-	base := []Opt{SeedBrokers("127.0.0.1:1"), ApplicationID("app"), InputTopics("in")}
-	_, err := New(counter, append(base, StandbyReplicas(-1))...)
+	base := []TransformerOpt{SeedBrokers("127.0.0.1:1"), ApplicationID("app"), InputTopics("in")}
+	_, err := NewTransformer(counter, append(base, StandbyReplicas(-1))...)
 	require.ErrorIs(t, err, flechtwerk.ErrInvalidOption)
 	require.ErrorContains(t, err, "StandbyReplicas: must be 0 or positive, is -1")
-	_, err = New(counter, append(base, StandbyReplicas(1), StateDir(""))...)
+	_, err = NewTransformer(counter, append(base, StandbyReplicas(1), StateDir(""))...)
 	require.ErrorContains(t, err, "StandbyReplicas: standby replicas keep their stores in the state directory")
 
 	stateless := transformer.Stateless(func(ctx context.Context, rec *transformer.Record, out *transformer.Outputs) error {
 		return nil
 	})
-	_, err = New(stateless, append(base, StandbyReplicas(1))...)
+	_, err = NewTransformer(stateless, append(base, StandbyReplicas(1))...)
 	require.ErrorContains(t, err, "StandbyReplicas: 1 standby replicas of a stateless transformer")
-	_, err = New(counter, append(base, StandbyReplicas(2))...)
+	_, err = NewTransformer(counter, append(base, StandbyReplicas(2))...)
 	require.NoError(t, err)
 }

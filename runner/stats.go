@@ -1,6 +1,6 @@
 package runner
 
-// Stats are counts of a Runner since New.
+// Stats are counts of a Runner since it was built.
 type Stats struct {
 	// InvalidSkipped, InvalidSubstituted and InvalidDeadLettered count
 	// the invalid records handled by the InvalidRecords policy, counted

@@ -31,16 +31,16 @@ import (
 //     (flechtwerk.commit.topics, .first_offsets, .last_offsets).
 //
 // Without it (or with nil) tracing is off and costs nothing: headers are
-// not read and no OpenTelemetry API is called. Transformer only.
-func WithTracerProvider(tp trace.TracerProvider) Opt {
-	return only(config.Transformer, "WithTracerProvider", func(c *config.Options) { c.TracerProvider = tp })
+// not read and no OpenTelemetry API is called.
+func WithTracerProvider(tp trace.TracerProvider) TransformerOpt {
+	return tOpt{setter: func(c *config.Options) { c.TracerProvider = tp }}
 }
 
 // WithPropagator sets how trace context is read from input headers and
 // written to output headers when tracing is on (WithTracerProvider).
 // Default: W3C trace context (propagation.TraceContext: traceparent,
 // tracestate); pass propagation.NewCompositeTextMapPropagator to add
-// baggage or another format. Transformer only.
-func WithPropagator(p propagation.TextMapPropagator) Opt {
-	return only(config.Transformer, "WithPropagator", func(c *config.Options) { c.Propagator = p })
+// baggage or another format.
+func WithPropagator(p propagation.TextMapPropagator) TransformerOpt {
+	return tOpt{setter: func(c *config.Options) { c.Propagator = p }}
 }

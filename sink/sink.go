@@ -111,7 +111,7 @@ type optFunc func(*cfg)
 func (f optFunc) apply(c *cfg) { f(c) }
 
 // Delivery declares the sink's delivery mode: AtLeastOnce or AtMostOnce.
-// Required: a sink that declares none is refused by runner.New
+// Required: a sink that declares none is refused by runner.NewSink
 // (flechtwerk.CodeNoDelivery).
 func Delivery(m Mode) Opt { return optFunc(func(c *cfg) { c.mode, c.modeSet = m, true }) }
 
@@ -144,7 +144,7 @@ func Resume(fn ResumeFunc) Opt { return optFunc(func(c *cfg) { c.resume = fn }) 
 // (e.g. to delete the row). Without it tombstones are skipped.
 func Tombstones() Opt { return optFunc(func(c *cfg) { c.tombstones = true }) }
 
-// Stage is a sink ready to run: pass it to runner.New.
+// Stage is a sink ready to run: pass it to runner.NewSink.
 type Stage[V any] struct {
 	sink       Sink[V]
 	mode       Mode
@@ -157,7 +157,7 @@ type Stage[V any] struct {
 
 // New returns a sink stage writing to s. Problems (a nil sink, no declared
 // delivery mode, a codec of the wrong type) are reported by Validate and
-// runner.New.
+// runner.NewSink.
 func New[V any](s Sink[V], opts ...Opt) *Stage[V] {
 	var c cfg
 	for _, o := range opts {

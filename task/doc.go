@@ -1,7 +1,7 @@
 // Package task runs one task: partition N of every input topic of a
 // transformer, with its transactional producer, its store and its
 // changelog partition. It is the runtime's: package runner calls it (and
-// tests of this module); users run transformers through runner.New, never
+// tests of this module); users run transformers through runner.NewTransformer, never
 // through a Task.
 //
 // Files: batch.go runs a batch (Process, through internal/batch, the batch

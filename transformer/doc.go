@@ -1,5 +1,5 @@
 // Package transformer is the user API for stream transformations: build a
-// *Transformer with New or Stateless and run it with runner.New (or test it
+// *Transformer with New or Stateless and run it with runner.NewTransformer (or test it
 // with transformertest.New). Everything exported here is for users; the
 // runtime drives a *Transformer through the internal package
 // internal/stage, which this package fills from its init, so nothing of the

@@ -129,7 +129,7 @@ func StateKey(fn func(*Record) []byte) Opt {
 
 // StateCodec sets the codec that encodes the state in the store and
 // changelog. The default is JSON. The codec's type must be the transformer's
-// state type; a mismatch is reported by Validate (and so by runner.New) with
+// state type; a mismatch is reported by Validate (and so by runner.NewTransformer) with
 // flechtwerk.CodeInvalidTransformer.
 func StateCodec[S any](c Codec[S]) Opt {
 	return optFunc(func(cf *cfg) { cf.codec = c })

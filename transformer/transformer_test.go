@@ -42,12 +42,12 @@ func TestOnlyTransformersReachTheEngine(t *testing.T) {
 
 	_, ok = stage.TransformerOf(impostor{})
 	require.False(t, ok)
-	_, err := runner.New(impostor{}, runner.SeedBrokers("localhost:9092"), runner.ApplicationID("app"), runner.InputTopics("in"))
+	_, err := runner.NewTransformer(impostor{}, runner.SeedBrokers("localhost:9092"), runner.ApplicationID("app"), runner.InputTopics("in"))
 	require.ErrorIs(t, err, flechtwerk.ErrInvalidTransformer)
 	require.ErrorContains(t, err, "transformer_test.impostor is not a stage")
 
 	var nilT *transformer.Transformer[int]
-	_, err = runner.New(nilT, runner.SeedBrokers("localhost:9092"), runner.ApplicationID("app"), runner.InputTopics("in"))
+	_, err = runner.NewTransformer(nilT, runner.SeedBrokers("localhost:9092"), runner.ApplicationID("app"), runner.InputTopics("in"))
 	require.ErrorIs(t, err, flechtwerk.ErrInvalidTransformer)
 	require.ErrorContains(t, err, "transformer is nil")
 }

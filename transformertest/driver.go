@@ -113,7 +113,7 @@ type Stage interface{ Validate() error }
 // New returns a Driver for t, a *transformer.Transformer. A transformer
 // that failed its own validation (a nil function, a codec of the wrong
 // type), a value of another type or an invalid option is reported as a
-// *flechtwerk.ConfigError, as runner.New reports it; every problem at once.
+// *flechtwerk.ConfigError, as runner.NewTransformer reports it; every problem at once.
 func New(t Stage, opts ...Opt) (*Driver, error) {
 	c := cfg{concurrency: 64}
 	for _, o := range opts {

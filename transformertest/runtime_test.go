@@ -58,7 +58,7 @@ func TestMatchesRuntime(t *testing.T) {
 	}
 	c.Produce(t, recs...)
 
-	rn, err := runner.New(proc, runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(in),
+	rn, err := runner.NewTransformer(proc, runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(in),
 		runner.StateDir(t.TempDir()), runner.MaxPollRecords(41), runner.SessionTimeout(6*time.Second),
 		runner.WithLogger(slog.New(slog.DiscardHandler)))
 	require.NoError(t, err)

@@ -178,7 +178,7 @@ func run(ctx context.Context, log *slog.Logger, brokers, app string, tenants, it
 			}
 		}
 	})
-	r, err := runner.New(ex,
+	r, err := runner.NewExtractor(ex,
 		runner.SeedBrokers(seeds...),
 		runner.ApplicationID(app),
 		runner.ConfigTopics(configTopic),

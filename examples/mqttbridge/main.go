@@ -115,7 +115,7 @@ func run() error {
 
 	b := mqttbridge.New(func(s Site) string { return s.Filter }, relay(out),
 		mqttbridge.Broker(*mqttURL), mqttbridge.ClientID(*clientID))
-	r, err := runner.New(b, runner.SeedBrokers(*brokers), runner.ApplicationID(app),
+	r, err := runner.NewBridge(b, runner.SeedBrokers(*brokers), runner.ApplicationID(app),
 		runner.ConfigTopics(sites), runner.WithLogger(logger))
 	if err != nil {
 		return err

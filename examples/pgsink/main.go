@@ -191,7 +191,7 @@ func run(f flags) error {
 	if f.verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	r, err := runner.New(sink.New[Order](s, sink.Delivery(sink.AtLeastOnce)),
+	r, err := runner.NewSink(sink.New[Order](s, sink.Delivery(sink.AtLeastOnce)),
 		runner.SeedBrokers(seeds...),
 		runner.ApplicationID(f.app),
 		runner.InputTopics(f.topic),

@@ -108,7 +108,7 @@ func run(brokers, app, in, out string, partitions int32, verbose bool) error {
 		return err
 	}
 	defer os.RemoveAll(stateDir)
-	r, err := runner.New(counter,
+	r, err := runner.NewTransformer(counter,
 		runner.SeedBrokers(seeds...),
 		runner.ApplicationID(app),
 		runner.InputTopics(in),

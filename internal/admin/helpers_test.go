@@ -82,7 +82,7 @@ func startApp(t testing.TB, c *kafkatest.Cluster, id, in, out string) *app {
 // startAppIn starts the counter application with state directory dir.
 func startAppIn(t testing.TB, c *kafkatest.Cluster, id, in, out, dir string) *app {
 	t.Helper()
-	r, err := runner.New(counter(out),
+	r, err := runner.NewTransformer(counter(out),
 		runner.SeedBrokers(c.Brokers...),
 		runner.ApplicationID(id),
 		runner.InputTopics(in),

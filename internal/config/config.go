@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,11 +47,12 @@ func (k Kind) String() string {
 	return "a transformer"
 }
 
-// Options are the options of a runner, for both stage kinds. Defaults
+// Options are the options of a runner, for every stage kind. Defaults
 // returns them with their defaults; the runner's options then set fields
-// (and Set the kind-specific ones), and Validate checks them.
+// (the option types of package runner keep each option to the kinds that
+// read it), and Validate checks the values.
 type Options struct {
-	// Shared by both kinds.
+	// Shared by several kinds.
 	Brokers            []string
 	ApplicationID      string
 	StateDir           string
@@ -115,8 +115,6 @@ type Options struct {
 	// Retries of sink writes and extractor polls, and the quarantine
 	// of failing configs (see retry.go).
 	Retry RetryOptions
-
-	set map[string]Kind // kind-specific options given, by option name
 }
 
 // Defaults returns the options of kind with their defaults.
@@ -146,15 +144,6 @@ func Defaults(kind Kind) Options {
 	return o
 }
 
-// Set records that the option name of kind was given, so that Validate can
-// report it when the stage is of the other kind.
-func (o *Options) Set(name string, kind Kind) {
-	if o.set == nil {
-		o.set = map[string]Kind{}
-	}
-	o.set[name] = kind
-}
-
 // Validate reports every static problem of the options for a stage of
 // kind at once, each a *flechtwerk.ConfigError, joined with errors.Join.
 // stateful says whether the stage keeps state (an extractor always does:
@@ -163,16 +152,6 @@ func (o *Options) Validate(kind Kind, stateful bool) error {
 	var errs []error
 	bad := func(code flechtwerk.Code, field, format string, args ...any) {
 		errs = append(errs, flechtwerk.Errorf(code, field, format, args...))
-	}
-	names := make([]string, 0, len(o.set))
-	for name := range o.set {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		if k := o.set[name]; k != kind && !(kind == Sink && sinkAccepts[name]) && !(kind == Bridge && bridgeAccepts[name]) {
-			bad(flechtwerk.CodeInvalidOption, name, "an option for %s only, given for %s", k, kind)
-		}
 	}
 	if o.ApplicationID == "" {
 		bad(flechtwerk.CodeEmptyApplicationID, "ApplicationID", "application id is empty")
@@ -260,12 +239,6 @@ func (o *Options) Validate(kind Kind, stateful bool) error {
 	errs = append(errs, o.Retry.validate()...)
 	return errors.Join(errs...)
 }
-
-// bridgeAccepts are the extractor options a bridge takes as well.
-var bridgeAccepts = map[string]bool{"ConfigTopics": true}
-
-// sinkAccepts are the transformer options a sink takes as well.
-var sinkAccepts = map[string]bool{"InputTopics": true, "MaxPollRecords": true, "InvalidRecords": true}
 
 // validateSink checks the options of a sink but its delivery settings
 // (see Delivery).

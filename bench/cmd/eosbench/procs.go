@@ -247,7 +247,7 @@ func sessionLoop(stats *reqStats) processor {
 }
 
 // commitInterval returns the runner option that sets the commit interval.
-func commitInterval(d time.Duration) (runner.Opt, error) {
+func commitInterval(d time.Duration) (runner.TransformerOpt, error) {
 	return runner.CommitInterval(d), nil
 }
 
@@ -255,7 +255,7 @@ func commitInterval(d time.Duration) (runner.Opt, error) {
 // (transformer.New, state int, JSON codec) that sends two outputs per
 // input, with the given options on top of the defaults. hooks observe every
 // client the runner creates (see reqStats).
-func runnerProc(label string, stats *reqStats, opts ...runner.Opt) processor {
+func runnerProc(label string, stats *reqStats, opts ...runner.TransformerOpt) processor {
 	return processor{label: label, traced: true, run: func(ctx context.Context, j job) error {
 		dir, err := os.MkdirTemp("", "eosbench-state-")
 		if err != nil {
@@ -278,7 +278,7 @@ func runnerProc(label string, stats *reqStats, opts ...runner.Opt) processor {
 			e.SendRecord(transformer.Output{Topic: j.out, Key: rec.Key, Value: v2, Headers: rec.Headers})
 			return nil
 		})
-		all := append([]runner.Opt{
+		all := append([]runner.TransformerOpt{
 			runner.SeedBrokers(j.env.brokers...),
 			runner.ApplicationID(j.group),
 			runner.InputTopics(j.in),
@@ -290,7 +290,7 @@ func runnerProc(label string, stats *reqStats, opts ...runner.Opt) processor {
 		if j.trace != nil {
 			all = append(all, runner.WithLogger(j.trace.logger()), runner.WithKafkaOpts(j.trace.opts()...))
 		}
-		r, err := runner.New(counter, all...)
+		r, err := runner.NewTransformer(counter, all...)
 		if err != nil {
 			return err
 		}

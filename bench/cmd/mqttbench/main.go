@@ -208,7 +208,7 @@ func startBridge(kind, app, cfgTopic, out string) (func(), error) {
 				return &mqttbridge.Output{Topic: out, Key: []byte(m.Topic), Value: m.Payload}, nil
 			}, mqttbridge.Broker(*mqttURL), mqttbridge.ClientID(app+"-0"))
 		reg := prometheus.NewRegistry()
-		r, err := runner.New(b, runner.SeedBrokers(strings.Split(*brokers, ",")...), runner.ApplicationID(app), runner.Metrics(reg),
+		r, err := runner.NewBridge(b, runner.SeedBrokers(strings.Split(*brokers, ",")...), runner.ApplicationID(app), runner.Metrics(reg),
 			runner.ConfigTopics(cfgTopic), runner.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 		if err != nil {
 			return nil, err

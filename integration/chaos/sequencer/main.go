@@ -90,7 +90,7 @@ func main() {
 		return nil
 	})
 
-	opts := []runner.Opt{
+	opts := []runner.TransformerOpt{
 		runner.SeedBrokers(strings.Split(*brokers, ",")...),
 		runner.ApplicationID(*app),
 		runner.InputTopics(*in),
@@ -119,7 +119,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "sequencer: -out is required")
 		os.Exit(2)
 	}
-	r, err := runner.New(seq, opts...)
+	r, err := runner.NewTransformer(seq, opts...)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sequencer: %v\n", err)
 		os.Exit(2)
