@@ -1,6 +1,8 @@
-// Package flechtwerk holds what every part of Flechtwerk shares: the
-// configuration error type and the stable codes it carries, and the
-// PanicError of recovered user code.
+// Package flechtwerk holds what every part of Flechtwerk shares: the Record
+// and Header every stage reads (transformer.Record, configtopic.Record and
+// the Header of every stage package are these types), the configuration
+// error type and the stable codes it carries, and the PanicError of
+// recovered user code. It imports no other package of the module.
 //
 // Flechtwerk processes Kafka streams with exactly-once delivery. Users write
 // a transformer (package transformer) or an extractor (package extractor)

@@ -18,8 +18,8 @@ import (
 // partitioner.
 type Output = transformer.Output
 
-// Header is a Kafka record header.
-type Header = transformer.Header
+// Header is a Kafka record header (the same type as flechtwerk.Header).
+type Header = flechtwerk.Header
 
 // Config is the config record one poll runs for: the record as read from
 // the config topic and its decoded (and enriched) value.

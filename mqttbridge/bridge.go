@@ -28,8 +28,8 @@ type Config[C any] = configtopic.Entry[C]
 // partitioner.
 type Output = transformer.Output
 
-// Header is a Kafka record header.
-type Header = transformer.Header
+// Header is a Kafka record header (the same type as flechtwerk.Header).
+type Header = flechtwerk.Header
 
 // Relay turns one MQTT message into at most one Kafka record:
 //   - a record: forwarded; the message is acknowledged once the transaction

@@ -10,8 +10,8 @@ import (
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
-// Header is a record header.
-type Header = transformer.Header
+// Header is a record header (the same type as flechtwerk.Header).
+type Header = flechtwerk.Header
 
 // Record is one record handed to a Sink, with its value decoded by the
 // stage's codec.

@@ -3,28 +3,17 @@ package transformer
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 )
 
-// Header is a Kafka record header.
-type Header struct {
-	Key   string
-	Value []byte
-}
+// Header is a Kafka record header (the same type as flechtwerk.Header).
+type Header = flechtwerk.Header
 
-// Record is one input record as read (read_committed) from an input topic.
-type Record struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	Key       []byte
-	Value     []byte
-	Headers   []Header
-	Timestamp time.Time
-}
+// Record is one input record as read (read_committed) from an input topic
+// (the same type as flechtwerk.Record and configtopic.Record).
+type Record = flechtwerk.Record
 
 // Output is one record to produce inside the task's transaction. It goes to
 // the partition chosen by hashing Key with Kafka's default (murmur2)
