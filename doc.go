@@ -15,10 +15,9 @@
 //
 // runner.New(stage, opts...) checks the options (internal/config: shared
 // options, defaults, checks and the names derived from the application id)
-// and finds the engine's view of the stage through a registry the
-// user-facing packages fill from init (internal/stage for transformers,
-// internal/pollstage for extractors), so those packages export only what
-// users call.
+// and finds the engine's view of the stage through internal/stage: every
+// stage type embeds an unexported handle on its engine view (no registry,
+// no init-time state), so the stage packages export only what users call.
 //
 // A transformer: Run joins the consumer group {application id} over the
 // input topics with the project's cooperative, sticky, co-partitioning

@@ -9,7 +9,7 @@ import (
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/configtopic"
-	"github.com/flechtwerk/flechtwerk/internal/pollstage"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -40,7 +40,7 @@ type Func[C, S any] func(ctx context.Context, cfg Config[C], cursor S, out *Emit
 // belongs to one poll call: it is not safe for concurrent use and must not
 // be kept after the call returns.
 type Emitter[S any] struct {
-	p     pollstage.Page
+	p     stage.Page
 	codec transformer.Codec[S]
 	had   bool
 }
@@ -97,6 +97,7 @@ func (e *Emitter[S]) Commit(ctx context.Context, cursor S) error {
 // Extractor is a poll function with its codecs. Build it with New; run it
 // with runner.New.
 type Extractor[C, S any] struct {
+	handle
 	fn     Func[C, S]
 	codec  transformer.Codec[S]
 	config configtopic.Decoder[C]
@@ -148,6 +149,7 @@ func New[C, S any](fn Func[C, S], opts ...Opt) *Extractor[C, S] {
 		o.apply(&c)
 	}
 	x := &Extractor[C, S]{fn: fn}
+	x.handle = stage.NewHandle(engineView[C, S]{x}, nil)
 	var (
 		zeroC C
 		zeroS S
@@ -245,7 +247,7 @@ func (x *Extractor[C, S]) enrichConfig() configtopic.EnrichFunc[any] {
 	}
 }
 
-func (x *Extractor[C, S]) poll(ctx context.Context, e configtopic.Entry[any], cursor []byte, found bool, p pollstage.Page) error {
+func (x *Extractor[C, S]) poll(ctx context.Context, e configtopic.Entry[any], cursor []byte, found bool, p stage.Page) error {
 	c, err := unbox[C](e.Config)
 	if err != nil {
 		return err

@@ -10,8 +10,6 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/bridge"
 	"github.com/flechtwerk/flechtwerk/internal/config"
 	"github.com/flechtwerk/flechtwerk/internal/extract"
-	"github.com/flechtwerk/flechtwerk/internal/pollstage"
-	"github.com/flechtwerk/flechtwerk/internal/sinkstage"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/internal/tracing"
 )
@@ -33,7 +31,7 @@ type Runner struct {
 	ex      *extract.Engine   // an extractor
 	policy  *batch.Policy     // a transformer's invalid-record policy
 	tracer  *tracing.Tracer   // a transformer's, nil: tracing off
-	snk     sinkstage.Sink    // a sink
+	snk     stage.Sink        // a sink
 	brs     bridge.Stage      // a bridge (package mqttbridge)
 	br      *bridge.Engine
 	started atomic.Bool
@@ -57,10 +55,10 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 	var (
 		errs     []error
 		stateful = true
-		x        pollstage.Extractor
+		x        stage.Extractor
 	)
 	if s != nil {
-		x, _ = pollstage.ExtractorOf(s)
+		x, _ = stage.ExtractorOf(s)
 	}
 	switch {
 	case s == nil:

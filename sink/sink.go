@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -146,6 +147,7 @@ func Tombstones() Opt { return optFunc(func(c *cfg) { c.tombstones = true }) }
 
 // Stage is a sink ready to run: pass it to runner.New.
 type Stage[V any] struct {
+	handle
 	sink       Sink[V]
 	mode       Mode
 	codec      transformer.Codec[V]
@@ -164,6 +166,7 @@ func New[V any](s Sink[V], opts ...Opt) *Stage[V] {
 		o.apply(&c)
 	}
 	st := &Stage[V]{sink: s, mode: c.mode, resume: c.resume, tombstones: c.tombstones, codec: transformer.JSON[V]()}
+	st.handle = stage.NewHandle(adapter[V]{st}, s)
 	var errs []error
 	if s == nil {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "sink", "sink is nil"))

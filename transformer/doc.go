@@ -2,7 +2,7 @@
 // *Transformer with New or Stateless and run it with runner.New (or test it
 // with transformertest.New). Everything exported here is for users; the
 // runtime drives a *Transformer through the internal package
-// internal/stage, which this package fills from its init, so nothing of the
+// internal/stage (an unexported handle the type embeds), so nothing of the
 // engine's bridge is part of this API.
 //
 // A transformer is a function called once per input record. It receives the

@@ -9,22 +9,9 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 )
 
-// The runtime drives a *Transformer through internal/stage; nothing of it is
-// exported here.
-func init() {
-	stage.RegisterTransformer(func(v any) (stage.Transformer, bool) {
-		s, ok := v.(sealed)
-		if !ok {
-			return nil, false
-		}
-		return s.stage(), true
-	})
-}
-
-// sealed is implemented by *Transformer[S] only: its method is unexported.
-type sealed interface{ stage() stage.Transformer }
-
-func (t *Transformer[S]) stage() stage.Transformer { return adapter[S]{t} }
+// handle ties a *Transformer to its engine view (internal/stage); the
+// alias keeps the embedded field unexported.
+type handle = stage.Handle
 
 // adapter is the engine's view of a *Transformer[S].
 type adapter[S any] struct{ t *Transformer[S] }

@@ -82,6 +82,7 @@ type None struct{}
 // Transformer is a transform function with its state codec and state-key
 // extraction. Build it with New or Stateless.
 type Transformer[S any] struct {
+	handle
 	fn        Func[S]
 	stateless StatelessFunc
 	codec     Codec[S]
@@ -160,6 +161,7 @@ func build[S any](nilFn bool, opts []Opt) (*Transformer[S], cfg) {
 		o.apply(&c)
 	}
 	t := &Transformer[S]{stateKey: c.stateKey}
+	t.handle = stage.NewHandle(adapter[S]{t}, nil)
 	var errs []error
 	if nilFn {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Func", "transform function is nil"))
@@ -188,6 +190,7 @@ func buildStateless(nilFn bool, opts []Opt) (*Transformer[None], cfg) {
 	// stateless is set (the typed constructor replaces it): it is what
 	// makes the transformer stateless.
 	t := &Transformer[None]{stateKey: c.stateKey, stateless: func(context.Context, *Record, *Outputs) error { return nil }}
+	t.handle = stage.NewHandle(adapter[None]{t}, nil)
 	if nilFn {
 		t.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Func", "transform function is nil")
 	}
