@@ -100,10 +100,9 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 	}
 	r.cfg.EnsureLogger()
 	if r.proc != nil {
-		// The policy travels with the transformer to every task and
-		// batch (internal/batch applies it).
+		// The policy goes to every task (task.Config.Policy), which
+		// passes it to every batch (internal/batch applies it).
 		r.policy = r.cfg.Policy()
-		r.proc = batch.WithPolicy(r.proc, r.policy)
 		r.tracer = tracing.New(r.cfg.TracerProvider, r.cfg.Propagator, r.cfg.ApplicationID)
 	}
 	if r.snk != nil {
