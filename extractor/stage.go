@@ -9,12 +9,12 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 )
 
-// handle ties an *Extractor to its engine view (internal/stage); the
+// handle ties a *Stage to its engine view (internal/stage); the
 // alias keeps the embedded field unexported.
 type handle = stage.Handle
 
-// engineView is the engine's view of an *Extractor.
-type engineView[C, S any] struct{ x *Extractor[C, S] }
+// engineView is the engine's view of a *Stage.
+type engineView[C, S any] struct{ x *Stage[C, S] }
 
 func (v engineView[C, S]) Validate() error {
 	if v.x == nil {

@@ -1,6 +1,6 @@
 // Package runner runs a transformer or an extractor with exactly-once
-// delivery: New(stage, opts...) takes a *transformer.Transformer or an
-// *extractor.Extractor, with the options of both kinds (SeedBrokers,
+// delivery: New(stage, opts...) takes a *transformer.Stage or an
+// *extractor.Stage, with the options of both kinds (SeedBrokers,
 // ApplicationID, StateDir, TransactionTimeout, Concurrency, ...) and those
 // of its own kind (a transformer's InputTopics, MaxPollRecords,
 // BatchTimeout; an extractor's ConfigTopics, PollInterval, PageTimeout,

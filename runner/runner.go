@@ -14,8 +14,8 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/tracing"
 )
 
-// Stage is what a Runner runs: a *transformer.Transformer, an
-// *extractor.Extractor, a *sink.Stage or a *mqttbridge.Bridge. Other types
+// Stage is what a Runner runs: a *transformer.Stage, an
+// *extractor.Stage, a *sink.Stage or a *mqttbridge.Bridge. Other types
 // are refused by New.
 type Stage interface {
 	// Validate reports a problem found when the stage was built.
@@ -73,7 +73,7 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 		proc, ok := stage.TransformerOf(s)
 		if !ok {
 			errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "stage",
-				"%T is not a stage runner.New runs (a *transformer.Transformer, an *extractor.Extractor, a *sink.Stage or a *mqttbridge.Bridge)", s))
+				"%T is not a stage runner.New runs (a *transformer.Stage, an *extractor.Stage, a *sink.Stage or a *mqttbridge.Bridge)", s))
 			break
 		}
 		r.kind, r.proc, stateful = config.Transformer, proc, proc.Stateful()

@@ -42,7 +42,9 @@ type Record[V any] struct {
 // runner.SinkRetry classifies the error as transient: then the batch is
 // written again, with backoff, within the policy's bounds. Under
 // at-least-once a record may therefore be written more than once: make
-// Write idempotent (an upsert on a natural key, an idempotency key).
+// Write idempotent (an upsert on a natural key, an idempotency key). A
+// Sink that also implements flechtwerk.Lifecycle is opened before the
+// first record and closed after the last.
 type Sink[V any] interface {
 	Write(ctx context.Context, batch []Record[V]) error
 }

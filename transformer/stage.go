@@ -9,12 +9,12 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 )
 
-// handle ties a *Transformer to its engine view (internal/stage); the
+// handle ties a *Stage to its engine view (internal/stage); the
 // alias keeps the embedded field unexported.
 type handle = stage.Handle
 
-// adapter is the engine's view of a *Transformer[S].
-type adapter[S any] struct{ t *Transformer[S] }
+// adapter is the engine's view of a *Stage[S].
+type adapter[S any] struct{ t *Stage[S] }
 
 func (a adapter[S]) Validate() error { return a.t.Validate() }
 
@@ -54,12 +54,12 @@ func (a adapter[S]) Process(ctx context.Context, in stage.Input, state []byte, f
 	}
 	if t.stateless != nil {
 		var out Outputs
-		if err := t.stateless(ctx, rec, &out); err != nil {
+		if err := t.stateless.Transform(ctx, rec, &out); err != nil {
 			return stage.Result{}, err
 		}
 		return stage.Result{Outputs: toKgo(out.outs)}, nil
 	}
-	return a.stateful(in, state, found, func(s S, e *Emitter[S]) error { return t.fn(ctx, rec, s, e) })
+	return a.stateful(in, state, found, func(s S, e *Emitter[S]) error { return t.fn.Transform(ctx, rec, s, e) })
 }
 
 // processTyped is Process for a typed transformer: in.View is the record's
