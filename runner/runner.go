@@ -34,6 +34,7 @@ type Runner struct {
 	snk     stage.Sink        // a sink
 	brs     bridge.Stage      // a bridge (package mqttbridge)
 	br      *bridge.Engine
+	life    flechtwerk.Lifecycle // the stage's, nil: none (lifecycle.go)
 	started atomic.Bool
 	ops     ops
 	// standbySrc tells the member its standby tasks (StandbyReplicas);
@@ -99,6 +100,7 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 		return nil, err
 	}
 	r.cfg.EnsureLogger()
+	r.life = lifecycleOf(s)
 	if r.proc != nil {
 		// The policy goes to every task (task.Config.Policy), which
 		// passes it to every batch (internal/batch applies it).
@@ -125,12 +127,21 @@ func (r *Runner) Changelog() string { return r.cfg.Changelog() }
 
 // Run processes (a transformer) or polls (an extractor) until ctx is
 // canceled (then it stops gracefully and returns nil) or an error ends it.
-// See the package documentation.
+// See the package documentation. When the user's value the stage was
+// built from implements flechtwerk.Lifecycle, Run opens it before anything
+// is consumed or polled (an error is an *OpenError and ends Run at once)
+// and closes it after everything Run started has stopped, joining Close's
+// error into Run's.
 func (r *Runner) Run(ctx context.Context) (err error) {
 	if !r.started.CompareAndSwap(false, true) {
 		return ErrRunTwice
 	}
 	defer r.ops.begin(ctx, r.ex != nil)(&err)
+	closeStage, err := r.openStage(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeStage(&err)
 	if r.br != nil {
 		// Running (ready) once the first reconciliation subscribed the
 		// active configs.
