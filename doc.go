@@ -1,6 +1,8 @@
-// Package flechtwerk holds what every part of Flechtwerk shares: the
-// configuration error type and the stable codes it carries, and the
-// PanicError of recovered user code.
+// Package flechtwerk holds what every part of Flechtwerk shares: the Record
+// and Header every stage reads (transformer.Record, configtopic.Record and
+// the Header of every stage package are these types), the configuration
+// error type and the stable codes it carries, and the PanicError of
+// recovered user code. It imports no other package of the module.
 //
 // Flechtwerk processes Kafka streams with exactly-once delivery. Users write
 // a transformer (package transformer) or an extractor (package extractor),
@@ -16,10 +18,9 @@
 // NewExtractor, NewSink, NewBridge; an option's type keeps it to the kinds
 // it applies to) checks the options (internal/config: defaults, checks of
 // the values and the names derived from the application id) and finds the
-// engine's view of the stage through a registry the user-facing packages
-// fill from init (internal/stage for transformers, internal/pollstage for
-// extractors, internal/sinkstage for sinks), so those packages export only
-// what users call.
+// engine's view of the stage through internal/stage: every stage type
+// embeds an unexported handle on its engine view (no registry, no
+// init-time state), so the stage packages export only what users call.
 //
 // A transformer: Run joins the consumer group {application id} over the
 // input topics with the project's cooperative, sticky, co-partitioning

@@ -87,6 +87,10 @@ const (
 	// its group for that long. Nothing uncommitted is visible; its records
 	// are redelivered.
 	CodeTaskTimeout Code = "TASK_TIMEOUT"
+	// CodeStageOpen: the Open method of a stage's Lifecycle failed (or
+	// panicked) when Run started. Nothing was consumed, polled or
+	// committed.
+	CodeStageOpen Code = "STAGE_OPEN_FAILED"
 	// CodeNotAuthorized: the broker refused a request for lack of an ACL;
 	// the error names the operation and the resource the principal needs
 	// it on. Nothing of the refused request became visible.
@@ -136,6 +140,9 @@ var (
 	// ErrTaskTimeout matches the error that ends Run when a task kept
 	// failing with transient errors for longer than TaskTimeout.
 	ErrTaskTimeout = errors.New("flechtwerk: " + string(CodeTaskTimeout))
+	// ErrStageOpen matches the error that ends Run when the Open method
+	// of the stage's Lifecycle failed.
+	ErrStageOpen = errors.New("flechtwerk: " + string(CodeStageOpen))
 	// ErrNotAuthorized matches every error that names a missing ACL
 	// (the broker's own error, a *kerr.Error, stays in the chain).
 	ErrNotAuthorized = errors.New("flechtwerk: " + string(CodeNotAuthorized))

@@ -243,7 +243,7 @@ func commitSync(ctx context.Context, cl *kgo.Client) error {
 	return cerr
 }
 
-func counter() *transformer.Transformer[int] {
+func counter() *transformer.Stage[int] {
 	return transformer.New(func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
 		n++
 		e.SetState(n)

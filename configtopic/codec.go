@@ -6,15 +6,17 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/flechtwerk/flechtwerk/transformer"
+	"github.com/flechtwerk/flechtwerk"
 )
 
-// Header is a Kafka record header (the same type as transformer.Header).
-type Header = transformer.Header
+// Header is a Kafka record header (the same type as flechtwerk.Header and
+// transformer.Header).
+type Header = flechtwerk.Header
 
 // Record is one config record as read from a config topic (the same type as
-// transformer.Record, so a transformer can use config records as they are).
-type Record = transformer.Record
+// flechtwerk.Record and transformer.Record, so a transformer can use config
+// records as they are).
+type Record = flechtwerk.Record
 
 // Entry is the live config of one key: the record that set it and its
 // decoded (and enriched) value.

@@ -1,6 +1,13 @@
-// Package extractor is the user API for extractors: poll functions that read
-// an external source (an HTTP API, a database, files) into Kafka with
+// Package extractor is the user API for extractors: pollers that read an
+// external source (an HTTP API, a database, files) into Kafka with
 // exactly-once delivery, resuming from a cursor.
+//
+// A user type implements Poller, or a poll function is adapted by Func, as
+// http.HandlerFunc adapts a function to an http.Handler. From (New for a
+// function) builds a *Stage ready to run with runner.NewExtractor. A Poller that
+// owns resources (an HTTP client, a connection pool) may also implement
+// flechtwerk.Lifecycle: the runner opens it before the first poll and
+// closes it after the last.
 //
 // Each live record of the config topics is one poll target (a tenant, an
 // account, a feed). A poll function is called once per config per
@@ -145,6 +152,8 @@
 // # Concurrency
 //
 // Polls of different configs run concurrently, at most Concurrency at a
-// time; polls of one config never overlap. A poll function must be safe for
+// time; polls of one config never overlap. Poll must be safe for
 // concurrent use across configs. An *Emitter belongs to one poll call.
+// Lifecycle methods are never called concurrently with Poll: Open returns
+// before the first poll starts, Close starts after the last returned.
 package extractor

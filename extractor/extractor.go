@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/configtopic"
-	"github.com/flechtwerk/flechtwerk/internal/pollstage"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -18,29 +19,48 @@ import (
 // partitioner.
 type Output = transformer.Output
 
-// Header is a Kafka record header.
-type Header = transformer.Header
+// Header is a Kafka record header (the same type as flechtwerk.Header).
+type Header = flechtwerk.Header
 
 // Config is the config record one poll runs for: the record as read from
 // the config topic and its decoded (and enriched) value.
 type Config[C any] = configtopic.Entry[C]
 
-// Func is a poll function: called once per live config per poll interval,
-// with that config's cursor (the zero value of S before the first Commit of
-// the config; see Emitter.HadCursor). It sends records through out and
-// closes pages with out.Commit. Records sent after the last Commit are
-// committed as a trailing page when Func returns nil.
+// Poller is what a user implements for an extractor: Poll is called once
+// per live config per poll interval, with that config's cursor (the zero
+// value of S before the first Commit of the config; see Emitter.HadCursor).
+// It sends records through out and closes pages with out.Commit. Records
+// sent after the last Commit are committed as a trailing page when Poll
+// returns nil. Polls of different configs may run concurrently, so Poll
+// must be safe for concurrent use; polls of one config never overlap.
 //
-// Func must return promptly once ctx is done: ctx ends when the config's
+// Poll must return promptly once ctx is done: ctx ends when the config's
 // ownership token moves to another instance, when Run stops, and when a
-// page exceeds PageTimeout. Its open page is then aborted.
+// page exceeds PageTimeout. Its open page is then aborted. An error ends
+// Run (unless runner.PollRetry classifies it as transient); the open page
+// is aborted and the next owner resumes from the last committed cursor.
+// A value that also implements flechtwerk.Lifecycle is opened before the
+// first poll and closed after the last.
+//
+// Build a stage with From (New for a Func).
+type Poller[C, S any] interface {
+	Poll(ctx context.Context, cfg Config[C], cursor S, out *Emitter[S]) error
+}
+
+// Func adapts a poll function to a Poller, as http.HandlerFunc adapts one
+// to an http.Handler.
 type Func[C, S any] func(ctx context.Context, cfg Config[C], cursor S, out *Emitter[S]) error
+
+// Poll calls f.
+func (f Func[C, S]) Poll(ctx context.Context, cfg Config[C], cursor S, out *Emitter[S]) error {
+	return f(ctx, cfg, cursor, out)
+}
 
 // Emitter collects the records of a poll's open page and closes pages. It
 // belongs to one poll call: it is not safe for concurrent use and must not
 // be kept after the call returns.
 type Emitter[S any] struct {
-	p     pollstage.Page
+	p     stage.Page
 	codec transformer.Codec[S]
 	had   bool
 }
@@ -94,17 +114,18 @@ func (e *Emitter[S]) Commit(ctx context.Context, cursor S) error {
 	return e.p.Commit(ctx, b)
 }
 
-// Extractor is a poll function with its codecs. Build it with New; run it
-// with runner.NewExtractor.
-type Extractor[C, S any] struct {
-	fn     Func[C, S]
+// Stage is an extractor ready to run: the user's Poller with its codecs.
+// Build it with From or New; run it with runner.NewExtractor.
+type Stage[C, S any] struct {
+	handle
+	fn     Poller[C, S]
 	codec  transformer.Codec[S]
 	config configtopic.Decoder[C]
 	enrich configtopic.EnrichFunc[C]
 	err    error
 }
 
-// Opt configures an Extractor.
+// Opt configures an extractor stage.
 type Opt interface{ apply(*exCfg) }
 
 type exCfg struct {
@@ -139,22 +160,26 @@ func Enrich[C any](fn configtopic.EnrichFunc[C]) Opt {
 	return exOpt(func(cf *exCfg) { cf.enrich = fn })
 }
 
-// New returns an extractor over config type C and cursor type S. Every
-// problem found (a nil function, a codec, decoder or hook of another type)
-// is reported by Validate, joined with errors.Join.
-func New[C, S any](fn Func[C, S], opts ...Opt) *Extractor[C, S] {
+// New returns an extractor stage calling the poll function fn: From(fn).
+func New[C, S any](fn Func[C, S], opts ...Opt) *Stage[C, S] { return From[C, S](fn, opts...) }
+
+// From returns an extractor stage over config type C and cursor type S
+// polling with p. Every problem found (a nil Poller, a codec, decoder or
+// hook of another type) is reported by Validate, joined with errors.Join.
+func From[C, S any](p Poller[C, S], opts ...Opt) *Stage[C, S] {
 	var c exCfg
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	x := &Extractor[C, S]{fn: fn}
+	x := &Stage[C, S]{fn: p}
+	x.handle = stage.NewHandle(engineView[C, S]{x}, p)
 	var (
 		zeroC C
 		zeroS S
 	)
 	var errs []error
-	if fn == nil {
-		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Func", "poll function is nil"))
+	if isNil(p) {
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Poller", "the poller (or poll function) is nil"))
 	}
 	switch codec := c.codec.(type) {
 	case nil:
@@ -186,9 +211,19 @@ func New[C, S any](fn Func[C, S], opts ...Opt) *Extractor[C, S] {
 	return x
 }
 
-// Validate reports every problem found when the extractor was built, as
+// isNil reports whether the user's value is nil: a nil interface or a nil
+// function.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Func && rv.IsNil()
+}
+
+// Validate reports every problem found when the stage was built, as
 // *flechtwerk.ConfigError values joined with errors.Join (nil when none).
-func (x *Extractor[C, S]) Validate() error { return x.err }
+func (x *Stage[C, S]) Validate() error { return x.err }
 
 // boxed carries a decoded config value of type C through the engine, which
 // holds it as an any: unboxing checks the box's type, so a value of type C
@@ -221,9 +256,9 @@ func (a anyDecoder[C]) Decode(b []byte) (v any, err error) {
 	return boxed[C]{c}, nil
 }
 
-func (x *Extractor[C, S]) decodeConfig() configtopic.Decoder[any] { return anyDecoder[C]{x.config} }
+func (x *Stage[C, S]) decodeConfig() configtopic.Decoder[any] { return anyDecoder[C]{x.config} }
 
-func (x *Extractor[C, S]) enrichConfig() configtopic.EnrichFunc[any] {
+func (x *Stage[C, S]) enrichConfig() configtopic.EnrichFunc[any] {
 	if x.enrich == nil {
 		return nil
 	}
@@ -245,7 +280,7 @@ func (x *Extractor[C, S]) enrichConfig() configtopic.EnrichFunc[any] {
 	}
 }
 
-func (x *Extractor[C, S]) poll(ctx context.Context, e configtopic.Entry[any], cursor []byte, found bool, p pollstage.Page) error {
+func (x *Stage[C, S]) poll(ctx context.Context, e configtopic.Entry[any], cursor []byte, found bool, p stage.Page) error {
 	c, err := unbox[C](e.Config)
 	if err != nil {
 		return err
@@ -258,7 +293,7 @@ func (x *Extractor[C, S]) poll(ctx context.Context, e configtopic.Entry[any], cu
 			return fmt.Errorf("decoding cursor: %w", err)
 		}
 	}
-	return x.fn(ctx, cfg, s, &Emitter[S]{p: p, codec: x.codec, had: found})
+	return x.fn.Poll(ctx, cfg, s, &Emitter[S]{p: p, codec: x.codec, had: found})
 }
 
 // SuspendedHeader is the header of a config record that suspends the

@@ -78,7 +78,7 @@ func FuzzConfigAndCursor(f *testing.F) {
 			c.Opts = map[string]string{"enriched": "yes"}
 			return c, nil
 		}
-		for _, x := range []*Extractor[fuzzSource, fuzzCursor]{
+		for _, x := range []*Stage[fuzzSource, fuzzCursor]{
 			New(fn),
 			New(fn, ConfigCodec[fuzzSource](panicky{}), Enrich(enrich)),
 		} {

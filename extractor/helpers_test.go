@@ -116,7 +116,7 @@ func item(key string, i int) string { return fmt.Sprintf("%s-%d", key, i) }
 // pageSize items per poll from a config's source, sends them to out keyed by
 // the config key and commits the cursor after each page. hook, when set,
 // runs after a page's records were sent and before its Commit.
-func pager(out string, pageSize, maxPages int, hook func(ctx context.Context, key string, cur cursor) error) *extractor.Extractor[conf, cursor] {
+func pager(out string, pageSize, maxPages int, hook func(ctx context.Context, key string, cur cursor) error) *extractor.Stage[conf, cursor] {
 	return extractor.New(pageFunc(out, pageSize, maxPages, hook))
 }
 

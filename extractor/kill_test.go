@@ -33,7 +33,7 @@ const killPageSize = 3
 
 // slowPager reads every page of a config in one poll, a little slowly, so
 // that a kill lands mid-page or mid-commit.
-func slowPager(out string) *extractor.Extractor[conf, cursor] {
+func slowPager(out string) *extractor.Stage[conf, cursor] {
 	return extractor.New(func(ctx context.Context, cfg extractor.Config[conf], cur cursor, e *extractor.Emitter[cursor]) error {
 		for cur.Next < cfg.Config.Items {
 			end := min(cur.Next+killPageSize, cfg.Config.Items)

@@ -23,5 +23,10 @@ func TestNewReportsEveryProblem(t *testing.T) {
 		require.ErrorAs(t, e, &ce)
 		fields = append(fields, ce.Field)
 	}
-	require.Equal(t, []string{"Func", "CursorCodec", "ConfigCodec"}, fields)
+	require.Equal(t, []string{"Poller", "CursorCodec", "ConfigCodec"}, fields)
+}
+
+func TestNilPollersAreReported(t *testing.T) {
+	require.ErrorIs(t, extractor.From[string, int](nil).Validate(), flechtwerk.ErrInvalidTransformer)
+	require.ErrorIs(t, extractor.From[string, int](extractor.Func[string, int](nil)).Validate(), flechtwerk.ErrInvalidTransformer)
 }

@@ -144,7 +144,7 @@ func TestHandover(t *testing.T) {
 		log  polls
 		fast atomic.Bool
 	)
-	instance := func(name string) *extractor.Extractor[conf, cursor] {
+	instance := func(name string) *extractor.Stage[conf, cursor] {
 		return extractor.New(func(ctx context.Context, cfg extractor.Config[conf], cur cursor, e *extractor.Emitter[cursor]) error {
 			log.add(name, string(cfg.Key))
 			// One page of two items per poll until the handover is
@@ -526,7 +526,7 @@ func TestHotStandby(t *testing.T) {
 	c.Produce(t, configRec(t, cfgTopic, 0, "only", 1))
 
 	var log polls
-	instance := func(name string) *extractor.Extractor[conf, cursor] {
+	instance := func(name string) *extractor.Stage[conf, cursor] {
 		return extractor.New(func(ctx context.Context, cfg extractor.Config[conf], cur cursor, e *extractor.Emitter[cursor]) error {
 			log.add(name, string(cfg.Key))
 			return nil

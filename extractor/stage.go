@@ -6,25 +6,15 @@ import (
 	"github.com/flechtwerk/flechtwerk"
 
 	"github.com/flechtwerk/flechtwerk/configtopic"
-	"github.com/flechtwerk/flechtwerk/internal/pollstage"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 )
 
-// The engine finds an *Extractor through pollstage: only this package's
-// types have the unexported method stage.
-func init() {
-	pollstage.RegisterExtractor(func(v any) (pollstage.Extractor, bool) {
-		x, ok := v.(interface{ stage() pollstage.Extractor })
-		if !ok {
-			return nil, false
-		}
-		return x.stage(), true
-	})
-}
+// handle ties a *Stage to its engine view (internal/stage); the
+// alias keeps the embedded field unexported.
+type handle = stage.Handle
 
-func (x *Extractor[C, S]) stage() pollstage.Extractor { return engineView[C, S]{x} }
-
-// engineView is the engine's view of an *Extractor.
-type engineView[C, S any] struct{ x *Extractor[C, S] }
+// engineView is the engine's view of a *Stage.
+type engineView[C, S any] struct{ x *Stage[C, S] }
 
 func (v engineView[C, S]) Validate() error {
 	if v.x == nil {
@@ -35,6 +25,6 @@ func (v engineView[C, S]) Validate() error {
 
 func (v engineView[C, S]) DecodeConfig() configtopic.Decoder[any]    { return v.x.decodeConfig() }
 func (v engineView[C, S]) EnrichConfig() configtopic.EnrichFunc[any] { return v.x.enrichConfig() }
-func (v engineView[C, S]) Poll(ctx context.Context, cfg configtopic.Entry[any], cursor []byte, found bool, p pollstage.Page) error {
+func (v engineView[C, S]) Poll(ctx context.Context, cfg configtopic.Entry[any], cursor []byte, found bool, p stage.Page) error {
 	return v.x.poll(ctx, cfg, cursor, found, p)
 }

@@ -15,7 +15,7 @@ import (
 
 // setter sets the state of the record's key to the record's value, or
 // deletes it when the value is "del". It emits nothing.
-func setter() *transformer.Transformer[[]byte] {
+func setter() *transformer.Stage[[]byte] {
 	return transformer.New(func(ctx context.Context, rec *transformer.Record, _ []byte, e *transformer.Emitter[[]byte]) error {
 		if string(rec.Value) == "del" {
 			e.DeleteState()

@@ -73,7 +73,7 @@ func TestPanicAbortsBatch(t *testing.T) {
 					panic(fmt.Sprintf("%s panics on offset %d", where, rec.Offset))
 				}
 			}
-			var proc *transformer.Transformer[int]
+			var proc *transformer.Stage[int]
 			if where == "transform" {
 				proc = echoCounter(out, func(rec *transformer.Record) error { panicky(rec); return nil })
 			} else {

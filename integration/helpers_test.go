@@ -81,7 +81,7 @@ func start(t testing.TB, c *kafkatest.Cluster, proc runner.Stage, opts ...runner
 }
 
 // counter counts records per key and emits "key=count" to out.
-func counter(out string) *transformer.Transformer[int] {
+func counter(out string) *transformer.Stage[int] {
 	return transformer.New(func(ctx context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
 		n++
 		e.SetState(n)
@@ -214,7 +214,7 @@ func contents(t testing.TB, st *store.Store) map[string]string {
 
 // echoCounter counts records per state key and emits "<input value>#<count>"
 // to out under the input key. fail, when not nil, may fail a record.
-func echoCounter(out string, fail func(*transformer.Record) error) *transformer.Transformer[int] {
+func echoCounter(out string, fail func(*transformer.Record) error) *transformer.Stage[int] {
 	return transformer.New(func(ctx context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
 		if fail != nil {
 			if err := fail(rec); err != nil {

@@ -20,7 +20,7 @@ import (
 
 // sometimesCounter counts and emits like echoCounter for values starting
 // with "w"; other records change no state and emit nothing.
-func sometimesCounter(out string) *transformer.Transformer[int] {
+func sometimesCounter(out string) *transformer.Stage[int] {
 	return transformer.New(func(ctx context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
 		if !strings.HasPrefix(string(rec.Value), "w") {
 			return nil

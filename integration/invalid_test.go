@@ -24,7 +24,7 @@ type order struct {
 
 // orders is a typed (JSON) stateless transformer that emits "id:amount"
 // and rejects a negative amount with transformer.Invalid.
-func orders(out string) *transformer.Transformer[transformer.None] {
+func orders(out string) *transformer.Stage[transformer.None] {
 	return transformer.StatelessTyped(func(_ context.Context, rec *transformer.TypedRecord[order], o *transformer.Outputs) error {
 		if rec.Value.Amount < 0 {
 			return transformer.Invalid(errors.New("negative amount"))

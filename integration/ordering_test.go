@@ -19,7 +19,7 @@ import (
 
 // appender appends "<topic>:<value>" to the state of the record's key and
 // emits the new state to out.
-func appender(out string) *transformer.Transformer[[]string] {
+func appender(out string) *transformer.Stage[[]string] {
 	return transformer.New(func(ctx context.Context, rec *transformer.Record, seen []string, e *transformer.Emitter[[]string]) error {
 		seen = append(seen, rec.Topic+":"+string(rec.Value))
 		e.SetState(seen)

@@ -12,6 +12,7 @@ import (
 	"github.com/flechtwerk/flechtwerk/configtopic"
 	"github.com/flechtwerk/flechtwerk/extractor"
 	"github.com/flechtwerk/flechtwerk/internal/bridge"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -28,8 +29,8 @@ type Config[C any] = configtopic.Entry[C]
 // partitioner.
 type Output = transformer.Output
 
-// Header is a Kafka record header.
-type Header = transformer.Header
+// Header is a Kafka record header (the same type as flechtwerk.Header).
+type Header = flechtwerk.Header
 
 // Relay turns one MQTT message into at most one Kafka record:
 //   - a record: forwarded; the message is acknowledged once the transaction
@@ -62,6 +63,7 @@ var ErrDisconnected = bridge.ErrDisconnected
 // Bridge is an MQTT→Kafka bridge stage: runner.NewBridge runs it. Build it with
 // New.
 type Bridge[C any] struct {
+	handle
 	filter  func(C) string
 	relay   Relay[C]
 	decoder configtopic.Decoder[C]
@@ -78,6 +80,7 @@ func New[C any](filter func(C) string, relay Relay[C], opts ...Opt) *Bridge[C] {
 	b := &Bridge[C]{filter: filter, relay: relay, decoder: configtopic.JSON[C](), s: bridge.Settings{
 		QoS: 1, KeepAlive: 30 * time.Second, ConnectTimeout: 10 * time.Second, MaxBatch: 1000,
 	}}
+	b.handle = stage.NewHandle(engineView[C]{b}, nil)
 	for _, o := range opts {
 		if d, ok := o.(decoderOpt); ok {
 			dec, ok := d.d.(configtopic.Decoder[C])
@@ -149,19 +152,9 @@ func (b *Bridge[C]) Validate() error {
 	return errors.Join(errs...)
 }
 
-// The engine finds a *Bridge through package bridge: only this package's
-// types have the unexported method stage.
-func init() {
-	bridge.Register(func(v any) (bridge.Stage, bool) {
-		x, ok := v.(interface{ stage() bridge.Stage })
-		if !ok {
-			return nil, false
-		}
-		return x.stage(), true
-	})
-}
-
-func (b *Bridge[C]) stage() bridge.Stage { return engineView[C]{b} }
+// handle ties a *Bridge to its engine view (internal/stage); the alias
+// keeps the embedded field unexported.
+type handle = stage.Handle
 
 type engineView[C any] struct{ b *Bridge[C] }
 

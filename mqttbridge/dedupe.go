@@ -38,7 +38,7 @@ type Window struct {
 // them counts as a duplicate. A record without a valid SeqHeader is an
 // invalid record (transformer.InvalidHeader), handled by the runner's
 // InvalidRecords policy (the default ends Run).
-func Dedupe(out string, window int) *transformer.Transformer[Window] {
+func Dedupe(out string, window int) *transformer.Stage[Window] {
 	if window <= 0 {
 		window = 1 << 14
 	}

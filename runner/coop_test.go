@@ -67,7 +67,7 @@ func coopOpts(brokers []string, app, in, dir, name string) []TransformerOpt {
 }
 
 // echoCount counts records per state key and emits "<value>#<count>".
-func echoCount(out string) *transformer.Transformer[int] {
+func echoCount(out string) *transformer.Stage[int] {
 	return transformer.New(func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
 		n++
 		e.SetState(n)

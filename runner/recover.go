@@ -482,6 +482,7 @@ func (rn *run) taskConfig(n int32, owner string) task.Config {
 		Logger:             c.Logger,
 		Member:             member,
 		Tracer:             rn.r.tracer,
+		Policy:             rn.r.policy,
 	}
 }
 

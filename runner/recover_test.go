@@ -31,7 +31,7 @@ import (
 // counter emits "{value}#{n}" for the n-th record of its key and keeps n
 // as the key's state. Each record takes a millisecond, so that a stream
 // spans many transactions.
-func counter(out string) *transformer.Transformer[int] {
+func counter(out string) *transformer.Stage[int] {
 	return transformer.New(func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
 		time.Sleep(time.Millisecond)
 		n++

@@ -10,16 +10,14 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/bridge"
 	"github.com/flechtwerk/flechtwerk/internal/config"
 	"github.com/flechtwerk/flechtwerk/internal/extract"
-	"github.com/flechtwerk/flechtwerk/internal/pollstage"
-	"github.com/flechtwerk/flechtwerk/internal/sinkstage"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/internal/tracing"
 )
 
-// Stage is what a Runner runs: a *transformer.Transformer
-// (NewTransformer), an *extractor.Extractor (NewExtractor), a *sink.Stage
-// (NewSink) or a *mqttbridge.Bridge (NewBridge). Other types are refused
-// by the constructors.
+// Stage is what a Runner runs: a *transformer.Stage (NewTransformer), an
+// *extractor.Stage (NewExtractor), a *sink.Stage (NewSink) or a
+// *mqttbridge.Bridge (NewBridge). Other types are refused by the
+// constructors.
 type Stage interface {
 	// Validate reports a problem found when the stage was built.
 	Validate() error
@@ -35,9 +33,10 @@ type Runner struct {
 	ex      *extract.Engine   // an extractor
 	policy  *batch.Policy     // a transformer's invalid-record policy
 	tracer  *tracing.Tracer   // a transformer's, nil: tracing off
-	snk     sinkstage.Sink    // a sink
+	snk     stage.Sink        // a sink
 	brs     bridge.Stage      // a bridge (package mqttbridge)
 	br      *bridge.Engine
+	life    flechtwerk.Lifecycle // the stage's, nil: none (lifecycle.go)
 	started atomic.Bool
 	ops     ops
 	// standbySrc tells the member its standby tasks (StandbyReplicas);
@@ -48,7 +47,7 @@ type Runner struct {
 // ErrRunTwice is returned by a second call of Run on the same Runner.
 var ErrRunTwice = errors.New("runner: Run called twice; build a new Runner")
 
-// NewTransformer checks a transformer (a *transformer.Transformer) and its
+// NewTransformer checks a transformer (a *transformer.Stage) and its
 // options and returns its Runner. Every problem is reported at once as
 // *flechtwerk.ConfigError values joined with errors.Join: a stage of
 // another kind (flechtwerk.CodeWrongStageKind), a problem of the stage, and
@@ -60,7 +59,7 @@ func NewTransformer(s Stage, opts ...TransformerOpt) (*Runner, error) {
 	return newRunner(config.Transformer, s, opts)
 }
 
-// NewExtractor checks an extractor (an *extractor.Extractor) and its
+// NewExtractor checks an extractor (an *extractor.Stage) and its
 // options and returns its Runner, reporting every problem at once like
 // NewTransformer. Problems that need the cluster are reported by Run
 // before anything is polled.
@@ -93,7 +92,7 @@ var constructors = map[config.Kind]string{
 
 // kindOf returns the kind of s, false when s is no stage a runner runs.
 func kindOf(s Stage) (config.Kind, bool) {
-	if _, ok := pollstage.ExtractorOf(s); ok {
+	if _, ok := stage.ExtractorOf(s); ok {
 		return config.Extractor, true
 	}
 	if bridgeOf(s) != nil {
@@ -114,20 +113,20 @@ func newRunner[O interface{ apply(*config.Options) }](kind config.Kind, s Stage,
 	var (
 		errs     []error
 		stateful = kind == config.Transformer || kind == config.Extractor
-		x        pollstage.Extractor
+		x        stage.Extractor
 	)
 	if s == nil {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "stage", "%s is nil", kind))
 	} else if got, ok := kindOf(s); !ok {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "stage",
-			"%T is not a stage a runner runs (a *transformer.Transformer, an *extractor.Extractor, a *sink.Stage or a *mqttbridge.Bridge)", s))
+			"%T is not a stage a runner runs (a *transformer.Stage, an *extractor.Stage, a *sink.Stage or a *mqttbridge.Bridge)", s))
 	} else if got != kind {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeWrongStageKind, "stage",
 			"%T is %s, given to %s: run it with runner.%s", s, got, constructors[kind], constructors[got]))
 	} else {
 		switch kind {
 		case config.Extractor:
-			x, _ = pollstage.ExtractorOf(s)
+			x, _ = stage.ExtractorOf(s)
 		case config.Bridge:
 			r.brs = bridgeOf(s)
 		case config.Sink:
@@ -158,11 +157,11 @@ func newRunner[O interface{ apply(*config.Options) }](kind config.Kind, s Stage,
 		return nil, err
 	}
 	r.cfg.EnsureLogger()
+	r.life = lifecycleOf(s)
 	if r.proc != nil {
-		// The policy travels with the transformer to every task and
-		// batch (internal/batch applies it).
+		// The policy goes to every task (task.Config.Policy), which
+		// passes it to every batch (internal/batch applies it).
 		r.policy = r.cfg.Policy()
-		r.proc = batch.WithPolicy(r.proc, r.policy)
 		r.tracer = tracing.New(r.cfg.TracerProvider, r.cfg.Propagator, r.cfg.ApplicationID)
 	}
 	if r.snk != nil {
@@ -186,12 +185,21 @@ func (r *Runner) Changelog() string { return r.cfg.Changelog() }
 
 // Run processes (a transformer), polls (an extractor), writes (a sink) or
 // relays (a bridge) until ctx is canceled (then it stops gracefully and
-// returns nil) or an error ends it. See the package documentation.
+// returns nil) or an error ends it. See the package documentation. When
+// the user's value the stage was built from implements
+// flechtwerk.Lifecycle, Run opens it before anything is consumed or polled
+// (an error is an *OpenError and ends Run at once) and closes it after
+// everything Run started has stopped, joining Close's error into Run's.
 func (r *Runner) Run(ctx context.Context) (err error) {
 	if !r.started.CompareAndSwap(false, true) {
 		return ErrRunTwice
 	}
 	defer r.ops.begin(ctx, r.ex != nil)(&err)
+	closeStage, err := r.openStage(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeStage(&err)
 	if r.br != nil {
 		// Running (ready) once the first reconciliation subscribed the
 		// active configs.

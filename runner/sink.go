@@ -19,7 +19,7 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/commit"
 	"github.com/flechtwerk/flechtwerk/internal/config"
 	"github.com/flechtwerk/flechtwerk/internal/group"
-	"github.com/flechtwerk/flechtwerk/internal/sinkstage"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/internal/topics"
 	"github.com/flechtwerk/flechtwerk/sink"
 )
@@ -51,8 +51,8 @@ func (e *OffsetFetchError) Unwrap() error { return e.Err }
 // Is matches flechtwerk.ErrOffsetFetch.
 func (e *OffsetFetchError) Is(target error) bool { return target == flechtwerk.ErrOffsetFetch }
 
-func sinkOf(s Stage) sinkstage.Sink {
-	v, _ := sinkstage.SinkOf(s)
+func sinkOf(s Stage) stage.Sink {
+	v, _ := stage.SinkOf(s)
 	return v
 }
 
@@ -60,9 +60,9 @@ func sinkOf(s Stage) sinkstage.Sink {
 // sink reports a missing mode itself).
 func (r *Runner) validateSink() error {
 	switch r.snk.Delivery() {
-	case sinkstage.AtLeastOnce:
+	case stage.AtLeastOnce:
 		return r.cfg.ValidateDelivery(true)
-	case sinkstage.AtMostOnce:
+	case stage.AtMostOnce:
 		return r.cfg.ValidateDelivery(false)
 	}
 	return nil
@@ -71,7 +71,7 @@ func (r *Runner) validateSink() error {
 // sinkRun is one Run of a sink.
 type sinkRun struct {
 	c        *config.Options
-	snk      sinkstage.Sink
+	snk      stage.Sink
 	atLeast  bool
 	adm      *kadm.Client
 	tracker  *commit.Tracker // at-least-once only
@@ -102,7 +102,7 @@ func (r *Runner) runSink(ctx context.Context) error {
 	sr := &sinkRun{
 		c:       c,
 		snk:     r.snk,
-		atLeast: r.snk.Delivery() == sinkstage.AtLeastOnce,
+		atLeast: r.snk.Delivery() == stage.AtLeastOnce,
 		adm:     kadm.NewClient(admCl),
 		pol:     r.policy,
 		fatal:   make(chan error, 1),
@@ -366,7 +366,7 @@ func (sr *sinkRun) loop(ctx context.Context) error {
 
 // pending is one output to write with the ticket of its record.
 type pending struct {
-	out sinkstage.Output
+	out stage.Output
 	tk  commit.Ticket
 	off int64
 }
@@ -434,7 +434,7 @@ func (sr *sinkRun) cycle(ctx context.Context, fetches kgo.Fetches) error {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			outs := make([]sinkstage.Output, len(pt.outs))
+			outs := make([]stage.Output, len(pt.outs))
 			for j, p := range pt.outs {
 				outs[j] = p.out
 			}
@@ -464,7 +464,7 @@ func (sr *sinkRun) cycle(ctx context.Context, fetches kgo.Fetches) error {
 // record's dead letter synchronously and returns no outputs, so the record
 // is completed, and its offset committed, only after the dead letter is
 // durable.
-func (sr *sinkRun) prepare(ctx context.Context, rec *kgo.Record) ([]sinkstage.Output, error) {
+func (sr *sinkRun) prepare(ctx context.Context, rec *kgo.Record) ([]stage.Output, error) {
 	outs, err := sr.snk.Prepare(ctx, rec)
 	if err == nil {
 		return outs, nil

@@ -57,24 +57,7 @@ func startSink(t *testing.T, st runner.Stage, opts ...runner.SinkOpt) (stop func
 	t.Helper()
 	r, err := runner.NewSink(st, opts...)
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	var once sync.Once
-	var res error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case res = <-done:
-			case <-time.After(30 * time.Second):
-				res = errors.New("Run did not return 30s after cancel")
-			}
-		})
-		return res
-	}
-	t.Cleanup(func() { _ = stop() })
-	return stop
+	return startRunner(t, r)
 }
 
 // TestSinkDeliveryConfig: a sink must declare its mode, and settings that

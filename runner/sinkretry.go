@@ -6,13 +6,13 @@ import (
 
 	"github.com/flechtwerk/flechtwerk/internal/commit"
 	imetrics "github.com/flechtwerk/flechtwerk/internal/metrics"
-	"github.com/flechtwerk/flechtwerk/internal/sinkstage"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/store"
 )
 
 // write writes the outputs of partition tp under the SinkRetry policy
 // (once without one), recording each Write call.
-func (sr *sinkRun) write(ctx context.Context, tp commit.TopicPartition, outs []sinkstage.Output) error {
+func (sr *sinkRun) write(ctx context.Context, tp commit.TopicPartition, outs []stage.Output) error {
 	m := sr.c.Metrics
 	return sr.c.Retry.Sink.Do(ctx, func() error {
 		began := time.Now()

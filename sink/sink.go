@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
-// Header is a record header.
-type Header = transformer.Header
+// Header is a record header (the same type as flechtwerk.Header).
+type Header = flechtwerk.Header
 
 // Record is one record handed to a Sink, with its value decoded by the
 // stage's codec.
@@ -41,7 +42,9 @@ type Record[V any] struct {
 // runner.SinkRetry classifies the error as transient: then the batch is
 // written again, with backoff, within the policy's bounds. Under
 // at-least-once a record may therefore be written more than once: make
-// Write idempotent (an upsert on a natural key, an idempotency key).
+// Write idempotent (an upsert on a natural key, an idempotency key). A
+// Sink that also implements flechtwerk.Lifecycle is opened before the
+// first record and closed after the last.
 type Sink[V any] interface {
 	Write(ctx context.Context, batch []Record[V]) error
 }
@@ -146,6 +149,7 @@ func Tombstones() Opt { return optFunc(func(c *cfg) { c.tombstones = true }) }
 
 // Stage is a sink ready to run: pass it to runner.NewSink.
 type Stage[V any] struct {
+	handle
 	sink       Sink[V]
 	mode       Mode
 	codec      transformer.Codec[V]
@@ -164,6 +168,7 @@ func New[V any](s Sink[V], opts ...Opt) *Stage[V] {
 		o.apply(&c)
 	}
 	st := &Stage[V]{sink: s, mode: c.mode, resume: c.resume, tombstones: c.tombstones, codec: transformer.JSON[V]()}
+	st.handle = stage.NewHandle(adapter[V]{st}, s)
 	var errs []error
 	if s == nil {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "sink", "sink is nil"))

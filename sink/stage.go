@@ -8,43 +8,30 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk"
-	"github.com/flechtwerk/flechtwerk/internal/sinkstage"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
-// The runtime drives a *Stage through internal/sinkstage; nothing of it is
-// exported here.
-func init() {
-	sinkstage.RegisterSink(func(v any) (sinkstage.Sink, bool) {
-		s, ok := v.(sealed)
-		if !ok {
-			return nil, false
-		}
-		return s.engine(), true
-	})
-}
-
-// sealed is implemented by *Stage[V] only: its method is unexported.
-type sealed interface{ engine() sinkstage.Sink }
-
-func (s *Stage[V]) engine() sinkstage.Sink { return adapter[V]{s} }
+// handle ties a *Stage to its engine view (internal/stage); the alias
+// keeps the embedded field unexported.
+type handle = stage.Handle
 
 // adapter is the engine's view of a *Stage[V].
 type adapter[V any] struct{ s *Stage[V] }
 
 func (a adapter[V]) Validate() error { return a.s.Validate() }
 
-func (a adapter[V]) Delivery() sinkstage.Delivery {
+func (a adapter[V]) Delivery() stage.Delivery {
 	if a.s == nil {
-		return sinkstage.Unset
+		return stage.Unset
 	}
 	switch a.s.mode {
 	case AtLeastOnce:
-		return sinkstage.AtLeastOnce
+		return stage.AtLeastOnce
 	case AtMostOnce:
-		return sinkstage.AtMostOnce
+		return stage.AtMostOnce
 	}
-	return sinkstage.Unset
+	return stage.Unset
 }
 
 func (a adapter[V]) HasResume() bool { return a.s.resume != nil }
@@ -55,7 +42,7 @@ func recover2(err *error) {
 	}
 }
 
-func (a adapter[V]) Prepare(ctx context.Context, r *kgo.Record) (outs []sinkstage.Output, err error) {
+func (a adapter[V]) Prepare(ctx context.Context, r *kgo.Record) (outs []stage.Output, err error) {
 	s := a.s
 	if r.Value == nil && !s.tombstones {
 		return nil, nil
@@ -92,7 +79,7 @@ func (a adapter[V]) Prepare(ctx context.Context, r *kgo.Record) (outs []sinkstag
 		}
 	}
 	if s.expand == nil {
-		return []sinkstage.Output{rec}, nil
+		return []stage.Output{rec}, nil
 	}
 	var recs []Record[V]
 	if err := func() (err error) {
@@ -105,14 +92,14 @@ func (a adapter[V]) Prepare(ctx context.Context, r *kgo.Record) (outs []sinkstag
 		}
 		return nil, &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Part: "expand", Err: err}
 	}
-	outs = make([]sinkstage.Output, len(recs))
+	outs = make([]stage.Output, len(recs))
 	for i, o := range recs {
 		outs[i] = o
 	}
 	return outs, nil
 }
 
-func (a adapter[V]) Write(ctx context.Context, outs []sinkstage.Output) (err error) {
+func (a adapter[V]) Write(ctx context.Context, outs []stage.Output) (err error) {
 	batch := make([]Record[V], len(outs))
 	for i, o := range outs {
 		rec, ok := o.(Record[V])

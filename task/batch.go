@@ -53,6 +53,7 @@ func (t *Task) Process(ctx context.Context, recs []*kgo.Record, sem chan struct{
 		Sem:         sem,
 		Name:        fmt.Sprintf("task %d", t.cfg.Partition),
 		Tracer:      t.cfg.Tracer,
+		Policy:      t.cfg.Policy,
 	}, recs)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk/changelog"
+	"github.com/flechtwerk/flechtwerk/internal/batch"
 	"github.com/flechtwerk/flechtwerk/internal/config"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/internal/tracing"
@@ -49,6 +50,9 @@ type Config struct {
 	// Tracer, when not nil, traces the task's records and commits (see
 	// internal/tracing); nil is tracing off.
 	Tracer *tracing.Tracer
+	// Policy decides what becomes of the invalid records of every batch
+	// (and counts them); nil is Crash.
+	Policy *batch.Policy
 }
 
 // Task is one running task.

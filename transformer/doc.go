@@ -1,16 +1,19 @@
-// Package transformer is the user API for stream transformations: build a
-// *Transformer with New or Stateless and run it with runner.NewTransformer (or test it
-// with transformertest.New). Everything exported here is for users; the
-// runtime drives a *Transformer through the internal package
-// internal/stage, which this package fills from its init, so nothing of the
-// engine's bridge is part of this API.
+// Package transformer is the user API for stream transformations: a user
+// type implements Transformer (or StatelessTransformer, or a typed form),
+// or a function is adapted by Func (StatelessFunc, TypedFunc,
+// TypedStatelessFunc), as http.HandlerFunc adapts a function to an
+// http.Handler. From (New for a function) builds a *Stage ready to run with
+// runner.NewTransformer or to test with transformertest.New. Everything exported here
+// is for users; the runtime drives a *Stage through internal/stage (an
+// unexported handle the type embeds), so nothing of the engine is part of
+// this API.
 //
-// A transformer is a function called once per input record. It receives the
-// record, its own copy of the current state of the record's state key, and an
-// *Emitter through which it sends output records and sets or deletes that
-// state. The runtime (package runner) commits, for each task and batch, the
-// outputs, the last state written per key and the input offsets in one Kafka
-// transaction.
+// Transform is called once per input record. It receives the record, its
+// own copy of the current state of the record's state key, and an *Emitter
+// through which it sends output records and sets or deletes that state.
+// The runtime (package runner) commits, for each task and batch, the
+// outputs, the last state written per key and the input offsets in one
+// Kafka transaction.
 //
 //	counter := transformer.New(func(ctx context.Context, rec *transformer.Record, count int, out *transformer.Emitter[int]) error {
 //		count++
@@ -19,6 +22,20 @@
 //		return nil
 //	})
 //
+// A stage that owns resources is a user type; when it also implements
+// flechtwerk.Lifecycle, the runner opens it before the first record and
+// closes it after Run's engine stopped:
+//
+//	type enricher struct{ db *sql.DB }
+//
+//	func (e *enricher) Open(ctx context.Context) (err error) { e.db, err = sql.Open("pgx", dsn); return err }
+//	func (e *enricher) Close(context.Context) error         { return e.db.Close() }
+//	func (e *enricher) Transform(ctx context.Context, rec *transformer.Record, _ transformer.None, out *transformer.Emitter[transformer.None]) error {
+//		...
+//	}
+//
+//	stage := transformer.From[transformer.None](&enricher{})
+//
 // State is typed through generics and stored encoded by a Codec (JSON by
 // default, raw bytes with Bytes; set another with the StateCodec option). The state key defaults to the record key;
 // override it with the StateKey option. Stateless transformers (Stateless)
@@ -26,11 +43,12 @@
 //
 // # Typed input and invalid records
 //
-// NewTyped and StatelessTyped build a transformer over decoded input
-// values: the InputCodec option is its value Serde (Kafka Streams'
-// Consumed.with), JSON by default, and the transform receives a
-// *TypedRecord[V] whose Value is decoded and whose Record.Value keeps the
-// raw bytes. New and Stateless stay untyped: the transform sees raw bytes.
+// TypedFrom and StatelessTypedFrom (NewTyped and StatelessTyped for
+// functions) build a transformer over decoded input values: the InputCodec
+// option is its value Serde (Kafka Streams' Consumed.with), JSON by
+// default, and Transform receives a *TypedRecord[V] whose Value is decoded
+// and whose Record.Value keeps the raw bytes. The other constructors stay
+// untyped: Transform sees raw bytes.
 //
 //	orders := transformer.StatelessTyped(func(ctx context.Context, rec *transformer.TypedRecord[Order], out *transformer.Outputs) error {
 //		if rec.Value.Amount < 0 {
@@ -52,8 +70,8 @@
 //
 //   - Records of one state key within a batch run serially, in input-topic
 //     order then offset order; each sees the state the previous one left.
-//     Records of different keys run concurrently: a transform function must
-//     be safe for concurrent use across keys.
+//     Records of different keys run concurrently: Transform must be safe
+//     for concurrent use across keys.
 //   - The state passed in is decoded afresh for every call: mutating it
 //     without SetState changes nothing.
 //   - An error returned by a transform aborts the task's batch: none of its
@@ -64,6 +82,9 @@
 //
 // # Concurrency
 //
-// A *Transformer is immutable after New and safe for concurrent use. An
+// A *Stage is immutable once built and safe for concurrent use. An
 // *Emitter belongs to one call and must not be kept after it returns.
+// Lifecycle methods are never called concurrently with Transform: Open
+// returns before the first call starts, Close starts after the last
+// returned.
 package transformer

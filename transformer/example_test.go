@@ -152,3 +152,44 @@ func ExampleStateless() {
 	// upper WORLD
 	// changelog writes: 0
 }
+
+// rates is a user type implementing transformer.StatelessTransformer: it
+// converts amounts with rates it loads when the runner opens the stage
+// (flechtwerk.Lifecycle), as a stage that owns an HTTP client or a
+// connection pool would.
+type rates struct{ perEUR map[string]float64 }
+
+func (r *rates) Open(context.Context) error {
+	r.perEUR = map[string]float64{"USD": 1.25} // e.g. fetched from a rates API
+	return nil
+}
+
+func (r *rates) Close(context.Context) error { return nil }
+
+func (r *rates) Transform(_ context.Context, rec *transformer.Record, out *transformer.Outputs) error {
+	eur, err := strconv.ParseFloat(string(rec.Value), 64)
+	if err != nil {
+		return transformer.Invalid(err)
+	}
+	out.Send("usd", rec.Key, []byte(strconv.FormatFloat(eur*r.perEUR["USD"], 'f', 2, 64)))
+	return nil
+}
+
+// A stage built from a user type: StatelessFrom takes the interface,
+// Stateless a function. runner.Run calls Open before the first record and
+// Close after the last; a test calls them itself.
+func ExampleStatelessFrom() {
+	r := &rates{}
+	_ = r.Open(context.Background())
+	defer r.Close(context.Background())
+
+	d, _ := transformertest.New(transformer.StatelessFrom(r))
+	_, err := d.Process(context.Background(), transformertest.StringInput("eur", 0, "order-1", "8"))
+	fmt.Println(err)
+	for _, o := range d.Outputs() {
+		fmt.Printf("%s %s=%s\n", o.Topic, o.Key, o.Value)
+	}
+	// Output:
+	// <nil>
+	// usd order-1=10.00
+}

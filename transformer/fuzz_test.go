@@ -192,8 +192,8 @@ func FuzzPrepare(f *testing.F) {
 			}
 			return k
 		}
-		for _, tr := range []*Transformer[fuzzState]{New(fn), New(fn, StateKey(byHeader))} {
-			a := tr.stage().(adapter[fuzzState])
+		for _, tr := range []*Stage[fuzzState]{New(fn), New(fn, StateKey(byHeader))} {
+			a := adapter[fuzzState]{tr}
 			in, err := a.Prepare(r)
 			require.NoError(t, err)
 			require.Same(t, r, in.Record)

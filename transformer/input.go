@@ -17,15 +17,41 @@ type TypedRecord[V any] struct {
 	Value V
 }
 
-// TypedFunc is a stateful transform over decoded input values of type V.
+// TypedTransformer is what a user implements for a stateful transformer
+// over input values of type V, decoded by the InputCodec option (JSON by
+// default). The contract is Transformer's. Build a stage with TypedFrom
+// (NewTyped for a TypedFunc).
+type TypedTransformer[V, S any] interface {
+	Transform(ctx context.Context, rec *TypedRecord[V], state S, out *Emitter[S]) error
+}
+
+// TypedFunc adapts a function to a TypedTransformer.
 type TypedFunc[V, S any] func(ctx context.Context, rec *TypedRecord[V], state S, out *Emitter[S]) error
 
-// TypedStatelessFunc is a stateless transform over decoded input values of
-// type V.
+// Transform calls f.
+func (f TypedFunc[V, S]) Transform(ctx context.Context, rec *TypedRecord[V], state S, out *Emitter[S]) error {
+	return f(ctx, rec, state, out)
+}
+
+// TypedStatelessTransformer is what a user implements for a stateless
+// transformer over input values of type V. The contract is Transformer's.
+// Build a stage with StatelessTypedFrom (StatelessTyped for a
+// TypedStatelessFunc).
+type TypedStatelessTransformer[V any] interface {
+	Transform(ctx context.Context, rec *TypedRecord[V], out *Outputs) error
+}
+
+// TypedStatelessFunc adapts a function to a TypedStatelessTransformer.
 type TypedStatelessFunc[V any] func(ctx context.Context, rec *TypedRecord[V], out *Outputs) error
 
+// Transform calls f.
+func (f TypedStatelessFunc[V]) Transform(ctx context.Context, rec *TypedRecord[V], out *Outputs) error {
+	return f(ctx, rec, out)
+}
+
 // InputCodec sets the codec that decodes the input values of a typed
-// transformer (NewTyped, StatelessTyped): Kafka Streams' value Serde of
+// transformer (TypedFrom, NewTyped, StatelessTypedFrom, StatelessTyped):
+// Kafka Streams' value Serde of
 // Consumed.with. The default is JSON. The codec's type must be the
 // transformer's input type V, and the option needs a typed transformer; a
 // mismatch is reported by Validate with flechtwerk.CodeInvalidTransformer.
@@ -39,35 +65,47 @@ func InputCodec[V any](c Codec[V]) Opt {
 	return optFunc(func(cf *cfg) { cf.input = c })
 }
 
-// NewTyped returns a stateful transformer over input values of type V
-// (decoded by the InputCodec option, JSON by default) and state type S.
-// The StateKey function, when given, sees the raw record.
-func NewTyped[V, S any](fn TypedFunc[V, S], opts ...Opt) *Transformer[S] {
-	t, c := build[S](fn == nil, opts)
+// TypedFrom returns a stateful transformer stage over input values of
+// type V (decoded by the InputCodec option, JSON by default) and state type
+// S. The StateKey function, when given, sees the raw record.
+func TypedFrom[V, S any](tr TypedTransformer[V, S], opts ...Opt) *Stage[S] {
+	t, c := build[S](tr, opts)
 	dec, err := inputDecoder[V](c)
 	t.err = errors.Join(t.err, err)
-	if fn != nil {
+	if !isNil(tr) {
 		t.decode = dec
 		t.typed = func(ctx context.Context, view any, s S, e *Emitter[S]) error {
-			return fn(ctx, view.(*TypedRecord[V]), s, e)
+			return tr.Transform(ctx, view.(*TypedRecord[V]), s, e)
 		}
 	}
 	return t
 }
 
-// StatelessTyped returns a stateless transformer over input values of type
-// V (decoded by the InputCodec option, JSON by default).
-func StatelessTyped[V any](fn TypedStatelessFunc[V], opts ...Opt) *Transformer[None] {
-	t, c := buildStateless(fn == nil, opts)
+// NewTyped returns a typed stateful transformer stage calling fn:
+// TypedFrom(fn).
+func NewTyped[V, S any](fn TypedFunc[V, S], opts ...Opt) *Stage[S] {
+	return TypedFrom[V, S](fn, opts...)
+}
+
+// StatelessTypedFrom returns a stateless transformer stage over input
+// values of type V (decoded by the InputCodec option, JSON by default).
+func StatelessTypedFrom[V any](tr TypedStatelessTransformer[V], opts ...Opt) *Stage[None] {
+	t, c := buildStateless(tr, opts)
 	dec, err := inputDecoder[V](c)
 	t.err = errors.Join(t.err, err)
-	if fn != nil {
+	if !isNil(tr) {
 		t.decode = dec
 		t.typedStateless = func(ctx context.Context, view any, out *Outputs) error {
-			return fn(ctx, view.(*TypedRecord[V]), out)
+			return tr.Transform(ctx, view.(*TypedRecord[V]), out)
 		}
 	}
 	return t
+}
+
+// StatelessTyped returns a typed stateless transformer stage calling fn:
+// StatelessTypedFrom(fn).
+func StatelessTyped[V any](fn TypedStatelessFunc[V], opts ...Opt) *Stage[None] {
+	return StatelessTypedFrom[V](fn, opts...)
 }
 
 // inputDecoder returns the decoder of the typed view: the InputCodec

@@ -23,7 +23,7 @@ func TestOutputsKeepTheirOwnHeaders(t *testing.T) {
 		}
 		return nil
 	})
-	a := tr.stage().(adapter[int])
+	a := adapter[int]{tr}
 	in, err := a.Prepare(&kgo.Record{Topic: "in", Key: []byte("k")})
 	require.NoError(t, err)
 	res, err := a.Process(context.Background(), in, nil, false)

@@ -9,25 +9,12 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 )
 
-// The runtime drives a *Transformer through internal/stage; nothing of it is
-// exported here.
-func init() {
-	stage.RegisterTransformer(func(v any) (stage.Transformer, bool) {
-		s, ok := v.(sealed)
-		if !ok {
-			return nil, false
-		}
-		return s.stage(), true
-	})
-}
+// handle ties a *Stage to its engine view (internal/stage); the
+// alias keeps the embedded field unexported.
+type handle = stage.Handle
 
-// sealed is implemented by *Transformer[S] only: its method is unexported.
-type sealed interface{ stage() stage.Transformer }
-
-func (t *Transformer[S]) stage() stage.Transformer { return adapter[S]{t} }
-
-// adapter is the engine's view of a *Transformer[S].
-type adapter[S any] struct{ t *Transformer[S] }
+// adapter is the engine's view of a *Stage[S].
+type adapter[S any] struct{ t *Stage[S] }
 
 func (a adapter[S]) Validate() error { return a.t.Validate() }
 
@@ -67,12 +54,12 @@ func (a adapter[S]) Process(ctx context.Context, in stage.Input, state []byte, f
 	}
 	if t.stateless != nil {
 		var out Outputs
-		if err := t.stateless(ctx, rec, &out); err != nil {
+		if err := t.stateless.Transform(ctx, rec, &out); err != nil {
 			return stage.Result{}, err
 		}
 		return stage.Result{Outputs: toKgo(out.outs)}, nil
 	}
-	return a.stateful(in, state, found, func(s S, e *Emitter[S]) error { return t.fn(ctx, rec, s, e) })
+	return a.stateful(in, state, found, func(s S, e *Emitter[S]) error { return t.fn.Transform(ctx, rec, s, e) })
 }
 
 // processTyped is Process for a typed transformer: in.View is the record's

@@ -3,28 +3,18 @@ package transformer
 import (
 	"context"
 	"errors"
-	"time"
+	"reflect"
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 )
 
-// Header is a Kafka record header.
-type Header struct {
-	Key   string
-	Value []byte
-}
+// Header is a Kafka record header (the same type as flechtwerk.Header).
+type Header = flechtwerk.Header
 
-// Record is one input record as read (read_committed) from an input topic.
-type Record struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	Key       []byte
-	Value     []byte
-	Headers   []Header
-	Timestamp time.Time
-}
+// Record is one input record as read (read_committed) from an input topic
+// (the same type as flechtwerk.Record and configtopic.Record).
+type Record = flechtwerk.Record
 
 // Output is one record to produce inside the task's transaction. It goes to
 // the partition chosen by hashing Key with Kafka's default (murmur2)
@@ -80,33 +70,73 @@ func (e *Emitter[S]) DeleteState() {
 // did not, the state argument is the zero value of S.
 func (e *Emitter[S]) HadState() bool { return e.had }
 
-// Func is a stateful transform: called once per record with the current state
-// of the record's state key (the zero value when there is none).
+// Transformer is what a user implements for a stateful transformer:
+// Transform is called once per input record with the current state of the
+// record's state key (the zero value of S when there is none; see
+// Emitter.HadState) and sends outputs and sets or deletes that state
+// through out. Records of one state key are transformed serially, in input
+// order; records of different keys may be transformed concurrently, so
+// Transform must be safe for concurrent use.
+//
+// An error ends Run: the task's transaction is aborted and its records are
+// delivered again after the restart (no retry, no skip), except an invalid
+// record (Invalid, ErrInvalidRecord), which the runner's policy handles. A
+// value that also implements flechtwerk.Lifecycle is opened before the
+// first record and closed after the last.
+//
+// Build a stage with From (New for a Func).
+type Transformer[S any] interface {
+	Transform(ctx context.Context, rec *Record, state S, out *Emitter[S]) error
+}
+
+// Func adapts a function to a Transformer, as http.HandlerFunc adapts one
+// to an http.Handler.
 type Func[S any] func(ctx context.Context, rec *Record, state S, out *Emitter[S]) error
 
-// StatelessFunc is a transform that keeps no state.
+// Transform calls f.
+func (f Func[S]) Transform(ctx context.Context, rec *Record, state S, out *Emitter[S]) error {
+	return f(ctx, rec, state, out)
+}
+
+// StatelessTransformer is what a user implements for a transformer that
+// keeps no state: Transform sends the outputs of one record through out.
+// The rest of Transformer's contract holds. Build a stage with
+// StatelessFrom (Stateless for a StatelessFunc).
+type StatelessTransformer interface {
+	Transform(ctx context.Context, rec *Record, out *Outputs) error
+}
+
+// StatelessFunc adapts a function to a StatelessTransformer.
 type StatelessFunc func(ctx context.Context, rec *Record, out *Outputs) error
+
+// Transform calls f.
+func (f StatelessFunc) Transform(ctx context.Context, rec *Record, out *Outputs) error {
+	return f(ctx, rec, out)
+}
 
 // None is the state type of stateless transformers.
 type None struct{}
 
-// Transformer is a transform function with its state codec and state-key
-// extraction. Build it with New or Stateless.
-type Transformer[S any] struct {
-	fn        Func[S]
-	stateless StatelessFunc
+// Stage is a transformer ready to run: the user's Transformer (or
+// StatelessTransformer, or a typed one) with its state codec and state-key
+// extraction. Build it with From, New, StatelessFrom, Stateless or their
+// typed forms; run it with runner.NewTransformer, test it with transformertest.New.
+type Stage[S any] struct {
+	handle
+	fn        Transformer[S]
+	stateless StatelessTransformer
 	codec     Codec[S]
 	stateKey  func(*Record) []byte
 	err       error
 
-	// A typed transformer (NewTyped, StatelessTyped): decode makes the
-	// typed view of a record, which typed or typedStateless receives.
+	// A typed transformer (TypedFrom, StatelessTypedFrom): decode makes
+	// the typed view of a record, which typed or typedStateless receives.
 	decode         func(*Record) (any, error)
 	typed          func(ctx context.Context, view any, state S, out *Emitter[S]) error
 	typedStateless func(ctx context.Context, view any, out *Outputs) error
 }
 
-// Opt configures a Transformer.
+// Opt configures a transformer stage.
 type Opt interface{ apply(*cfg) }
 
 type cfg struct {
@@ -135,45 +165,57 @@ func StateCodec[S any](c Codec[S]) Opt {
 	return optFunc(func(cf *cfg) { cf.codec = c })
 }
 
-// New returns a stateful transformer over state type S whose transform
-// sees raw input records (for decoded input values use NewTyped). Every
-// problem found (a nil function, a codec of another state type) is
-// reported by Validate, joined with errors.Join.
-func New[S any](fn Func[S], opts ...Opt) *Transformer[S] {
-	t, c := build[S](fn == nil, opts)
-	t.fn = fn
+// From returns a stateful transformer stage over state type S whose
+// Transform sees raw input records (for decoded input values use
+// TypedFrom). Every problem found (a nil Transformer, a codec of another
+// state type) is reported by Validate, joined with errors.Join.
+func From[S any](tr Transformer[S], opts ...Opt) *Stage[S] {
+	t, c := build[S](tr, opts)
+	if !isNil(tr) {
+		t.fn = tr
+	}
 	if c.input != nil {
 		t.err = errors.Join(t.err, errInputUntyped)
 	}
 	return t
 }
 
-// Stateless returns a transformer that keeps no state and opens no store.
-// A StateCodec option has no effect: there is no state to encode.
-func Stateless(fn StatelessFunc, opts ...Opt) *Transformer[None] {
-	t, c := buildStateless(fn == nil, opts)
-	if fn != nil {
-		t.stateless = fn
+// New returns a stateful transformer stage calling fn: From(fn).
+func New[S any](fn Func[S], opts ...Opt) *Stage[S] { return From[S](fn, opts...) }
+
+// StatelessFrom returns a transformer stage that keeps no state and opens
+// no store. A StateCodec option has no effect: there is no state to
+// encode.
+func StatelessFrom(tr StatelessTransformer, opts ...Opt) *Stage[None] {
+	t, c := buildStateless(tr, opts)
+	if !isNil(tr) {
+		t.stateless = tr
 	}
 	if c.input != nil {
 		t.err = errors.Join(t.err, errInputUntyped)
 	}
 	return t
 }
+
+// Stateless returns a stateless transformer stage calling fn:
+// StatelessFrom(fn).
+func Stateless(fn StatelessFunc, opts ...Opt) *Stage[None] { return StatelessFrom(fn, opts...) }
 
 var errInputUntyped = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "InputCodec",
-	"an input codec needs a typed transformer (NewTyped or StatelessTyped); New and Stateless see raw bytes")
+	"an input codec needs a typed transformer (TypedFrom, NewTyped, StatelessTypedFrom or StatelessTyped); the others see raw bytes")
 
-// build applies opts to a stateful transformer without its function.
-func build[S any](nilFn bool, opts []Opt) (*Transformer[S], cfg) {
+// build applies opts to a stateful transformer stage built from impl (the
+// user's value), without setting what it calls.
+func build[S any](impl any, opts []Opt) (*Stage[S], cfg) {
 	var c cfg
 	for _, o := range opts {
 		o.apply(&c)
 	}
-	t := &Transformer[S]{stateKey: c.stateKey}
+	t := &Stage[S]{stateKey: c.stateKey}
+	t.handle = stage.NewHandle(adapter[S]{t}, impl)
 	var errs []error
-	if nilFn {
-		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Func", "transform function is nil"))
+	if isNil(impl) {
+		errs = append(errs, errNilTransform)
 	}
 	switch codec := c.codec.(type) {
 	case nil:
@@ -189,25 +231,38 @@ func build[S any](nilFn bool, opts []Opt) (*Transformer[S], cfg) {
 	return t, c
 }
 
-// buildStateless applies opts to a stateless transformer without its
-// function.
-func buildStateless(nilFn bool, opts []Opt) (*Transformer[None], cfg) {
+// buildStateless applies opts to a stateless transformer stage built from
+// impl, without setting what it calls.
+func buildStateless(impl any, opts []Opt) (*Stage[None], cfg) {
 	var c cfg
 	for _, o := range opts {
 		o.apply(&c)
 	}
 	// stateless is set (the typed constructor replaces it): it is what
 	// makes the transformer stateless.
-	t := &Transformer[None]{stateKey: c.stateKey, stateless: func(context.Context, *Record, *Outputs) error { return nil }}
-	if nilFn {
-		t.err = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Func", "transform function is nil")
+	t := &Stage[None]{stateKey: c.stateKey, stateless: StatelessFunc(func(context.Context, *Record, *Outputs) error { return nil })}
+	t.handle = stage.NewHandle(adapter[None]{t}, impl)
+	if isNil(impl) {
+		t.err = errNilTransform
 	}
 	return t, c
 }
 
-// Validate reports every problem found when the transformer was built, as
+var errNilTransform = flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "Transformer", "the transformer (or transform function) is nil")
+
+// isNil reports whether the user's value is nil: a nil interface or a nil
+// function.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Func && rv.IsNil()
+}
+
+// Validate reports every problem found when the stage was built, as
 // *flechtwerk.ConfigError values joined with errors.Join (nil when none).
-func (t *Transformer[S]) Validate() error {
+func (t *Stage[S]) Validate() error {
 	if t == nil {
 		return flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "transformer", "transformer is nil")
 	}
@@ -216,4 +271,4 @@ func (t *Transformer[S]) Validate() error {
 
 // Codec returns the codec that encodes the transformer's state (nil for
 // stateless transformers).
-func (t *Transformer[S]) Codec() Codec[S] { return t.codec }
+func (t *Stage[S]) Codec() Codec[S] { return t.codec }

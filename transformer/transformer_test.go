@@ -23,7 +23,7 @@ func TestNewReportsEveryProblem(t *testing.T) {
 		require.ErrorAs(t, e, &ce)
 		fields = append(fields, ce.Field)
 	}
-	require.Equal(t, []string{"Func", "StateCodec"}, fields)
+	require.Equal(t, []string{"Transformer", "StateCodec"}, fields)
 
 	require.NoError(t, transformer.New(func(context.Context, *transformer.Record, int, *transformer.Emitter[int]) error { return nil }).Validate())
 	require.ErrorIs(t, transformer.Stateless(nil).Validate(), flechtwerk.ErrInvalidTransformer)
@@ -46,7 +46,7 @@ func TestOnlyTransformersReachTheEngine(t *testing.T) {
 	require.ErrorIs(t, err, flechtwerk.ErrInvalidTransformer)
 	require.ErrorContains(t, err, "transformer_test.impostor is not a stage")
 
-	var nilT *transformer.Transformer[int]
+	var nilT *transformer.Stage[int]
 	_, err = runner.NewTransformer(nilT, runner.SeedBrokers("localhost:9092"), runner.ApplicationID("app"), runner.InputTopics("in"))
 	require.ErrorIs(t, err, flechtwerk.ErrInvalidTransformer)
 	require.ErrorContains(t, err, "transformer is nil")
@@ -77,4 +77,58 @@ func TestAdapterEncodesWhatTheTransformDid(t *testing.T) {
 
 	_, err = s.Process(context.Background(), in, []byte(`not json`), true)
 	require.ErrorContains(t, err, `decoding state of key "x"`)
+}
+
+// tally is a user type implementing transformer.Transformer: it counts the
+// records of a key and emits the count with its prefix.
+type tally struct{ prefix string }
+
+func (t *tally) Transform(_ context.Context, rec *transformer.Record, n int, out *transformer.Emitter[int]) error {
+	n++
+	out.SetState(n)
+	out.Send("out", rec.Key, []byte(t.prefix+string(rune('0'+n))))
+	return nil
+}
+
+// shout is a user type implementing transformer.TypedStatelessTransformer.
+type shout struct{}
+
+func (shout) Transform(_ context.Context, rec *transformer.TypedRecord[string], out *transformer.Outputs) error {
+	out.Send("out", rec.Key, []byte(rec.Value+"!"))
+	return nil
+}
+
+func TestInterfaceFormsRunTheUsersType(t *testing.T) {
+	s, ok := stage.TransformerOf(transformer.From(&tally{prefix: "n="}))
+	require.True(t, ok)
+	require.True(t, s.Stateful())
+	in, err := s.Prepare(kgoRecord("k", "v"))
+	require.NoError(t, err)
+	res, err := s.Process(context.Background(), in, []byte("1"), true)
+	require.NoError(t, err)
+	require.Equal(t, stage.Put, res.Op)
+	require.Equal(t, "2", string(res.State))
+	require.Equal(t, "n=2", string(res.Outputs[0].Value))
+
+	s, ok = stage.TransformerOf(transformer.StatelessTypedFrom[string](shout{}))
+	require.True(t, ok)
+	require.False(t, s.Stateful())
+	in, err = s.Prepare(kgoRecord("k", `"hey"`))
+	require.NoError(t, err)
+	res, err = s.Process(context.Background(), in, nil, false)
+	require.NoError(t, err)
+	require.Equal(t, "hey!", string(res.Outputs[0].Value))
+}
+
+func TestNilTransformersAreReported(t *testing.T) {
+	for name, st := range map[string]runner.Stage{
+		"From(nil)":               transformer.From[int](nil),
+		"From(nil Func)":          transformer.From[int](transformer.Func[int](nil)),
+		"StatelessFrom(nil)":      transformer.StatelessFrom(nil),
+		"TypedFrom(nil)":          transformer.TypedFrom[string, int](nil),
+		"StatelessTypedFrom(nil)": transformer.StatelessTypedFrom[string](nil),
+		"NewTyped(nil)":           transformer.NewTyped[string, int](nil),
+	} {
+		require.ErrorIs(t, st.Validate(), flechtwerk.ErrInvalidTransformer, name)
+	}
 }

@@ -106,11 +106,12 @@ type Driver struct {
 	batches  []*Batch
 }
 
-// Stage is what a Driver runs: a *transformer.Transformer (built with
-// transformer.New or transformer.Stateless).
+// Stage is what a Driver runs: a *transformer.Stage (built with
+// transformer.From, transformer.New, transformer.Stateless or their other
+// forms).
 type Stage interface{ Validate() error }
 
-// New returns a Driver for t, a *transformer.Transformer. A transformer
+// New returns a Driver for t, a *transformer.Stage. A transformer
 // that failed its own validation (a nil function, a codec of the wrong
 // type), a value of another type or an invalid option is reported as a
 // *flechtwerk.ConfigError, as runner.NewTransformer reports it; every problem at once.
@@ -126,7 +127,7 @@ func New(t Stage, opts ...Opt) (*Driver, error) {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "transformer", "transformer is nil"))
 	case !ok:
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "transformer",
-			"%T is not a *transformer.Transformer", t))
+			"%T is not a *transformer.Stage", t))
 	default:
 		if err := tr.Validate(); err != nil {
 			errs = append(errs, err)

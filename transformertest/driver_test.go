@@ -19,7 +19,7 @@ import (
 var in = transformertest.StringInput
 
 // counter counts records per state key and emits the count to "out".
-func counter(opts ...transformer.Opt) *transformer.Transformer[int] {
+func counter(opts ...transformer.Opt) *transformer.Stage[int] {
 	return transformer.New(func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
 		n++
 		e.SetState(n)
@@ -31,7 +31,7 @@ func counter(opts ...transformer.Opt) *transformer.Transformer[int] {
 // journal appends "topic:offset:value" of each record to its key's state and
 // applies commands: a value "del" deletes the state, "fail" fails, "keep"
 // changes nothing.
-func journal() *transformer.Transformer[string] {
+func journal() *transformer.Stage[string] {
 	return transformer.New(func(_ context.Context, rec *transformer.Record, s string, e *transformer.Emitter[string]) error {
 		switch string(rec.Value) {
 		case "del":
@@ -270,7 +270,7 @@ func (aliasing) Encode(b []byte) ([]byte, error) { return b, nil }
 func (aliasing) Decode(b []byte) ([]byte, error) { return b, nil }
 
 // mutator scribbles over the state it is given.
-func mutator() *transformer.Transformer[[]byte] {
+func mutator() *transformer.Stage[[]byte] {
 	return transformer.New(func(_ context.Context, rec *transformer.Record, state []byte, e *transformer.Emitter[[]byte]) error {
 		for i := range state {
 			state[i] = 'X'

@@ -61,7 +61,7 @@ func (a *app) stop(t testing.TB) {
 
 // counter counts records per key, emits "key=count" to out; a record with
 // value "del" deletes the key's state and emits nothing.
-func counter(out string) *transformer.Transformer[int] {
+func counter(out string) *transformer.Stage[int] {
 	return transformer.New(func(ctx context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
 		if string(rec.Value) == "del" {
 			e.DeleteState()

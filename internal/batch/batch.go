@@ -38,8 +38,8 @@ type Params struct {
 	Sem chan struct{}
 	// Name prefixes errors that name no record, e.g. "task 3".
 	Name string
-	// Policy decides what becomes of invalid records; nil: the policy of
-	// a Transformer built by WithPolicy, else Crash.
+	// Policy decides what becomes of invalid records (and counts them);
+	// nil is Crash.
 	Policy *Policy
 	// Tracer, when not nil, gives every record that runs a span (a child
 	// of the trace context of its headers, its ctx the transform's) and
@@ -128,17 +128,11 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 	ordered = slices.DeleteFunc(ordered, func(r *kgo.Record) bool { return r.Attrs.IsControl() })
 	res.Records = len(ordered)
 
-	tr, pol := p.Transformer, p.Policy
-	if pt, ok := tr.(*policied); ok {
-		tr = pt.Transformer
-		if pol == nil {
-			pol = pt.pol
-		}
+	tr := p.Transformer
+	if p.Policy == nil {
+		p.Policy = &Policy{}
 	}
-	if pol == nil {
-		pol = &Policy{}
-	}
-	p.Transformer, p.Policy = tr, pol
+	pol := p.Policy
 	stateful := tr.Stateful()
 	var (
 		buckets []*bucket

@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk"
-	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -76,22 +75,6 @@ type Policy struct {
 	// (counted before the commit: a batch that fails to commit and is
 	// replayed in the same process counts its records again).
 	Skipped, Substituted, DeadLettered atomic.Int64
-}
-
-// policied is a transformer with its invalid-record policy: what
-// WithPolicy returns, and what Run recognizes.
-type policied struct {
-	stage.Transformer
-	pol *Policy
-}
-
-// WithPolicy returns tr with the invalid-record policy pol, for Run to
-// apply. The runtime passes the result wherever it passed tr.
-func WithPolicy(tr stage.Transformer, pol *Policy) stage.Transformer {
-	if pol == nil {
-		return tr
-	}
-	return &policied{Transformer: tr, pol: pol}
 }
 
 // counts are the records a batch handled by policy, added to the Policy

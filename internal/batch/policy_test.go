@@ -29,7 +29,7 @@ func typed(t *testing.T) stage.Transformer {
 
 func run(t *testing.T, pol *batch.Policy, recs ...*kgo.Record) (*batch.Result, error) {
 	return batch.Run(context.Background(), batch.Params{
-		Transformer: batch.WithPolicy(typed(t), pol), Partition: 2, Sem: make(chan struct{}, 2), Name: "task 2",
+		Transformer: typed(t), Policy: pol, Partition: 2, Sem: make(chan struct{}, 2), Name: "task 2",
 	}, recs)
 }
 

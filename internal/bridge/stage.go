@@ -2,12 +2,12 @@ package bridge
 
 import (
 	"crypto/tls"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk/configtopic"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 )
 
 // Message is one MQTT message as the engine hands it to the relay.
@@ -61,27 +61,10 @@ type DefectError struct{ Err error }
 func (e *DefectError) Error() string { return "relay defect: " + e.Err.Error() }
 func (e *DefectError) Unwrap() error { return e.Err }
 
-var (
-	mu      sync.RWMutex
-	lookups []func(any) (Stage, bool)
-)
-
-// Register adds a lookup that recognizes a user-facing bridge value and
-// returns its engine view. Package mqttbridge calls it from init.
-func Register(lookup func(v any) (Stage, bool)) {
-	mu.Lock()
-	defer mu.Unlock()
-	lookups = append(lookups, lookup)
-}
-
-// Of returns the engine view of v when v is a bridge.
+// Of returns the engine view of v when v is a bridge (a user-facing
+// bridge embeds a stage.Handle whose view is a Stage).
 func Of(v any) (Stage, bool) {
-	mu.RLock()
-	defer mu.RUnlock()
-	for _, lookup := range lookups {
-		if s, ok := lookup(v); ok {
-			return s, true
-		}
-	}
-	return nil, false
+	view, _ := stage.ViewOf(v)
+	s, ok := view.(Stage)
+	return s, ok
 }

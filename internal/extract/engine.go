@@ -14,8 +14,8 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/config"
 	"github.com/flechtwerk/flechtwerk/internal/group"
 	"github.com/flechtwerk/flechtwerk/internal/latch"
-	"github.com/flechtwerk/flechtwerk/internal/pollstage"
 	"github.com/flechtwerk/flechtwerk/internal/retry"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/internal/topics"
 )
 
@@ -23,7 +23,7 @@ import (
 // options and calls Run once.
 type Engine struct {
 	o *config.Options
-	x pollstage.Extractor
+	x stage.Extractor
 
 	mu  sync.Mutex
 	cur *run // the running Run, for Wake
@@ -31,7 +31,7 @@ type Engine struct {
 
 // New returns the engine of extractor x. o must have passed Validate for
 // an extractor and have a logger.
-func New(o *config.Options, x pollstage.Extractor) *Engine { return &Engine{o: o, x: x} }
+func New(o *config.Options, x stage.Extractor) *Engine { return &Engine{o: o, x: x} }
 
 // Wake polls the config of key now, ahead of its PollInterval; see
 // runner.Runner.Wake.

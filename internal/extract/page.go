@@ -11,7 +11,7 @@ import (
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/configtopic"
 	"github.com/flechtwerk/flechtwerk/extractor"
-	"github.com/flechtwerk/flechtwerk/internal/pollstage"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/store"
 )
 
@@ -75,7 +75,7 @@ func (rn *run) pollOnce(tk *token, e configtopic.Entry[any]) error {
 
 // callPoll runs the poll function (and the cursor codec), recovering a
 // panic into a *flechtwerk.PanicError.
-func callPoll(x pollstage.Extractor, ctx context.Context, e configtopic.Entry[any], cursor []byte, found bool, p *page) (err error) {
+func callPoll(x stage.Extractor, ctx context.Context, e configtopic.Entry[any], cursor []byte, found bool, p *page) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = flechtwerk.Recovered(v)

@@ -2,7 +2,6 @@ package stage
 
 import (
 	"context"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -49,30 +48,4 @@ type Transformer interface {
 	// Process runs the transform for one prepared record. state is the
 	// encoded current state of in.Key and found whether there is one.
 	Process(ctx context.Context, in Input, state []byte, found bool) (Result, error)
-}
-
-var (
-	mu           sync.RWMutex
-	transformers []func(any) (Transformer, bool)
-)
-
-// RegisterTransformer adds a lookup that recognizes a user-facing
-// transformer value and returns its engine view. Packages that define
-// transformers call it from init.
-func RegisterTransformer(lookup func(v any) (Transformer, bool)) {
-	mu.Lock()
-	defer mu.Unlock()
-	transformers = append(transformers, lookup)
-}
-
-// TransformerOf returns the engine view of v when v is a transformer.
-func TransformerOf(v any) (Transformer, bool) {
-	mu.RLock()
-	defer mu.RUnlock()
-	for _, lookup := range transformers {
-		if t, ok := lookup(v); ok {
-			return t, true
-		}
-	}
-	return nil, false
 }

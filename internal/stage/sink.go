@@ -1,8 +1,7 @@
-package sinkstage
+package stage
 
 import (
 	"context"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -57,29 +56,4 @@ type Sink interface {
 	Resume(ctx context.Context, topic string, partitions []int32) (map[int32]int64, error)
 	// HasResume reports whether the sink has a resume hook.
 	HasResume() bool
-}
-
-var (
-	mu    sync.RWMutex
-	sinks []func(any) (Sink, bool)
-)
-
-// RegisterSink adds a lookup that recognizes a user-facing sink value and
-// returns its engine view. Package sink calls it from init.
-func RegisterSink(lookup func(v any) (Sink, bool)) {
-	mu.Lock()
-	defer mu.Unlock()
-	sinks = append(sinks, lookup)
-}
-
-// SinkOf returns the engine view of v when v is a sink.
-func SinkOf(v any) (Sink, bool) {
-	mu.RLock()
-	defer mu.RUnlock()
-	for _, lookup := range sinks {
-		if s, ok := lookup(v); ok {
-			return s, true
-		}
-	}
-	return nil, false
 }

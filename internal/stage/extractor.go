@@ -1,8 +1,7 @@
-package pollstage
+package stage
 
 import (
 	"context"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -38,29 +37,4 @@ type Page interface {
 	Fail(err error)
 	// Commit closes the open page with the encoded cursor.
 	Commit(ctx context.Context, cursor []byte) error
-}
-
-var (
-	mu         sync.RWMutex
-	extractors []func(any) (Extractor, bool)
-)
-
-// RegisterExtractor adds a lookup that recognizes a user-facing extractor
-// value and returns its engine view. Package extractor calls it from init.
-func RegisterExtractor(lookup func(v any) (Extractor, bool)) {
-	mu.Lock()
-	defer mu.Unlock()
-	extractors = append(extractors, lookup)
-}
-
-// ExtractorOf returns the engine view of v when v is an extractor.
-func ExtractorOf(v any) (Extractor, bool) {
-	mu.RLock()
-	defer mu.RUnlock()
-	for _, lookup := range extractors {
-		if x, ok := lookup(v); ok {
-			return x, true
-		}
-	}
-	return nil, false
 }
