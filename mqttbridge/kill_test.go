@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/flechtwerk/flechtwerk/internal/bridge"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
@@ -218,12 +219,48 @@ func TestKillBetweenReceiptCommitAndAck(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, pubErr)
 	last := child("")
-	t.Cleanup(func() { _ = last.Process.Kill(); _ = last.Wait() })
+	lastDone := make(chan error, 1)
+	go func() { lastDone <- last.Wait() }()
+	t.Cleanup(func() { _ = last.Process.Kill(); <-lastDone })
 
 	got := waitValues(t, c, out, n)
+	var lost []string
 	for i := range n {
-		require.GreaterOrEqual(t, got[fmt.Sprintf("m%05d", i)], 1, "m%05d lost", i)
+		if id := fmt.Sprintf("m%05d", i); got[id] < 1 {
+			lost = append(lost, id)
+		}
 	}
+	if len(lost) > 0 {
+		// Whether a replica ended early tells a stopped bridge from a
+		// lost message.
+		select {
+		case <-a.done:
+			t.Errorf("replica a ended early: %v", a.err)
+		default:
+		}
+		select {
+		case err := <-lastDone:
+			t.Errorf("the last b ended early: %v", err)
+			lastDone <- err
+		default:
+		}
+		for _, id := range lost[:min(len(lost), 5)] {
+			t.Logf("%s: %s", id, mqtttest.Trail(broker, []byte(id)))
+		}
+		// A transaction left open holds the last stable offset below
+		// the high watermark.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		lso, err1 := c.Adm.ListCommittedOffsets(ctx, out)
+		hwm, err2 := c.Adm.ListEndOffsets(ctx, out)
+		cancel()
+		if err := errors.Join(err1, err2); err == nil {
+			hwm.Each(func(o kadm.ListedOffset) {
+				s, _ := lso.Lookup(out, o.Partition)
+				t.Logf("%s/%d: last stable offset %d, high watermark %d", out, o.Partition, s.Offset, o.Offset)
+			})
+		}
+	}
+	require.Zero(t, len(lost), "%d of %d messages lost (first %v)", len(lost), n, lost[:min(len(lost), 20)])
 	a.stop(t)
 
 	// Every extra copy is accounted for by a kill whose window held it.
