@@ -93,10 +93,22 @@ func TestChildBridge(t *testing.T) {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	}
+	// Every message matches the config: one the bridge dropped unrelayed
+	// (as stale) and acknowledged would be lost.
+	relay, relayed := relayTo(os.Getenv(envOut)), 0
+	counted := func(c mqttbridge.Config[conf], m mqttbridge.Message) (*mqttbridge.Output, error) {
+		relayed++
+		return relay(c, m)
+	}
 	bridge.SetHook(func(p bridge.Point, b []bridge.Message) {
 		switch p {
 		case bridge.Received:
 			cycles++
+			if relayed != len(b) {
+				fmt.Fprintf(os.Stderr, "child bridge: cycle %d relayed %d of its %d messages\n", cycles, relayed, len(b))
+				os.Exit(3)
+			}
+			relayed = 0
 			if point == "received" && cycles == nth {
 				die("received", ids(b))
 			}
@@ -111,7 +123,7 @@ func TestChildBridge(t *testing.T) {
 			}
 		}
 	})
-	b := mqttbridge.New(filterOf, relayTo(os.Getenv(envOut)),
+	b := mqttbridge.New(filterOf, counted,
 		mqttbridge.Broker(os.Getenv(envMQTT)), mqttbridge.ClientID(os.Getenv(envClient)), mqttbridge.MaxBatch(50))
 	r, err := runner.New(b,
 		runner.SeedBrokers(os.Getenv(envKafka)),
@@ -261,6 +273,7 @@ func TestKillBetweenReceiptCommitAndAck(t *testing.T) {
 		}
 	}
 	require.Zero(t, len(lost), "%d of %d messages lost (first %v)", len(lost), n, lost[:min(len(lost), 20)])
+	require.Zero(t, a.metric(t, "flechtwerk_mqtt_dropped_total", nil), "replica a dropped messages")
 	a.stop(t)
 
 	// Every extra copy is accounted for by a kill whose window held it.
