@@ -25,7 +25,8 @@ type ledger struct {
 
 	mu      sync.Mutex
 	msgs    map[string]*msgTrail          // by key
-	byID    map[holder]string             // client id and packet id → key
+	byID    map[holder]string             // session and packet id → key
+	pids    map[pidOf][]string            // client id and packet id → what happened, in order
 	pending map[string]*mochi.Subscribers // key → subscribers at OnPublish
 	takers  map[string]*mochi.Client      // client id → the client taking its session over
 	conns   map[*mochi.Client]int         // connection numbers, for the trails
@@ -34,6 +35,11 @@ type ledger struct {
 }
 
 type holder struct {
+	cl *mochi.Client
+	id uint16
+}
+
+type pidOf struct {
 	client string
 	id     uint16
 }
@@ -46,7 +52,7 @@ type msgTrail struct {
 }
 
 func newLedger(s *mochi.Server) *ledger {
-	return &ledger{s: s, msgs: map[string]*msgTrail{}, byID: map[holder]string{},
+	return &ledger{s: s, msgs: map[string]*msgTrail{}, byID: map[holder]string{}, pids: map[pidOf][]string{},
 		pending: map[string]*mochi.Subscribers{}, takers: map[string]*mochi.Client{}, conns: map[*mochi.Client]int{}}
 }
 
@@ -83,6 +89,12 @@ func (l *ledger) trail(key string) *msgTrail {
 		l.msgs[key] = m
 	}
 	return m
+}
+
+// logPid records what happened to packet id of the session of cl.
+func (l *ledger) logPid(cl *mochi.Client, id uint16, ev string) {
+	k := pidOf{cl.ID, id}
+	l.pids[k] = append(l.pids[k], ev)
 }
 
 func (l *ledger) lose(key, format string, args ...any) {
@@ -166,8 +178,10 @@ func (l *ledger) OnQosPublish(cl *mochi.Client, pk packets.Packet, _ int64, rese
 		what = "resent to"
 	}
 	m.holders[cl] = pk.PacketID
-	l.byID[holder{cl.ID, pk.PacketID}] = key
-	m.events = append(m.events, fmt.Sprintf("%s %s as packet %d (resends %d)", what, l.name(cl), pk.PacketID, resends))
+	l.byID[holder{cl, pk.PacketID}] = key
+	ev := fmt.Sprintf("%s %s as packet %d (resends %d)", what, l.name(cl), pk.PacketID, resends)
+	m.events = append(m.events, ev)
+	l.logPid(cl, pk.PacketID, ev+": "+key)
 }
 
 func (l *ledger) OnQosComplete(cl *mochi.Client, pk packets.Packet) {
@@ -176,16 +190,18 @@ func (l *ledger) OnQosComplete(cl *mochi.Client, pk packets.Packet) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h := holder{cl.ID, pk.PacketID}
+	h := holder{cl, pk.PacketID}
 	key, ok := l.byID[h]
 	if !ok {
-		return
-	}
-	m := l.trail(key)
-	if id, held := m.holders[cl]; !held || id != pk.PacketID {
+		l.logPid(cl, pk.PacketID, "acknowledged by "+l.name(cl)+", no message held")
 		return // an inbound flow of cl's own publish
 	}
+	m := l.trail(key)
 	delete(l.byID, h)
+	l.logPid(cl, pk.PacketID, "acknowledged by "+l.name(cl)+": "+key)
+	if id, held := m.holders[cl]; !held || id != pk.PacketID {
+		return
+	}
 	m.completed = true
 	m.events = append(m.events, fmt.Sprintf("acknowledged by %s (packet %d)", l.name(cl), pk.PacketID))
 }
@@ -219,10 +235,13 @@ func (l *ledger) OnDisconnect(cl *mochi.Client, err error, expire bool) {
 func (l *ledger) OnQosDropped(cl *mochi.Client, pk packets.Packet) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	key, ok := l.byID[holder{cl.ID, pk.PacketID}]
+	h := holder{cl, pk.PacketID}
+	key, ok := l.byID[h]
 	if !ok {
 		return // not a publish to a subscriber (an inbound flow)
 	}
+	delete(l.byID, h)
+	l.logPid(cl, pk.PacketID, "cleared from "+l.name(cl)+": "+key)
 	m := l.trail(key)
 	if id, held := m.holders[cl]; !held || id != pk.PacketID {
 		return
@@ -240,6 +259,7 @@ func (l *ledger) OnQosDropped(cl *mochi.Client, pk packets.Packet) {
 		if t := l.takers[cl.ID]; t != nil && t != cl {
 			if got, ok := t.State.Inflight.Get(pk.PacketID); ok && msgKey(got) == key {
 				m.holders[t] = pk.PacketID
+				l.byID[holder{t, pk.PacketID}] = key
 				m.events = append(m.events, fmt.Sprintf("moved from %s to %s", l.name(cl), l.name(t)))
 				return
 			}
@@ -296,7 +316,12 @@ func (l *ledger) check(t testing.TB) {
 			}
 		}
 		if !live {
-			losses = append(losses, fmt.Sprintf("message %q: never acknowledged and in no session (%s)", key, strings.Join(m.events, "; ")))
+			var pids []string
+			for cl, id := range m.holders {
+				pids = append(pids, fmt.Sprintf("packet %d of %s: %s", id, cl.ID, strings.Join(l.pids[pidOf{cl.ID, id}], "; ")))
+			}
+			losses = append(losses, fmt.Sprintf("message %q: never acknowledged and in no session (%s) [%s]", key,
+				strings.Join(m.events, "; "), strings.Join(pids, " | ")))
 		}
 	}
 	sort.Strings(losses)
