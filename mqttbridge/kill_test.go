@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/flechtwerk/flechtwerk/internal/bridge"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
@@ -92,10 +93,22 @@ func TestChildBridge(t *testing.T) {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	}
+	// Every message matches the config: one the bridge dropped unrelayed
+	// (as stale) and acknowledged would be lost.
+	relay, relayed := relayTo(os.Getenv(envOut)), 0
+	counted := func(c mqttbridge.Config[conf], m mqttbridge.Message) (*mqttbridge.Output, error) {
+		relayed++
+		return relay(c, m)
+	}
 	bridge.SetHook(func(p bridge.Point, b []bridge.Message) {
 		switch p {
 		case bridge.Received:
 			cycles++
+			if relayed != len(b) {
+				fmt.Fprintf(os.Stderr, "child bridge: cycle %d relayed %d of its %d messages\n", cycles, relayed, len(b))
+				os.Exit(3)
+			}
+			relayed = 0
 			if point == "received" && cycles == nth {
 				die("received", ids(b))
 			}
@@ -110,7 +123,7 @@ func TestChildBridge(t *testing.T) {
 			}
 		}
 	})
-	b := mqttbridge.New(filterOf, relayTo(os.Getenv(envOut)),
+	b := mqttbridge.New(filterOf, counted,
 		mqttbridge.Broker(os.Getenv(envMQTT)), mqttbridge.ClientID(os.Getenv(envClient)), mqttbridge.MaxBatch(50))
 	r, err := runner.NewBridge(b,
 		runner.SeedBrokers(os.Getenv(envKafka)),
@@ -218,12 +231,49 @@ func TestKillBetweenReceiptCommitAndAck(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, pubErr)
 	last := child("")
-	t.Cleanup(func() { _ = last.Process.Kill(); _ = last.Wait() })
+	lastDone := make(chan error, 1)
+	go func() { lastDone <- last.Wait() }()
+	t.Cleanup(func() { _ = last.Process.Kill(); <-lastDone })
 
 	got := waitValues(t, c, out, n)
+	var lost []string
 	for i := range n {
-		require.GreaterOrEqual(t, got[fmt.Sprintf("m%05d", i)], 1, "m%05d lost", i)
+		if id := fmt.Sprintf("m%05d", i); got[id] < 1 {
+			lost = append(lost, id)
+		}
 	}
+	if len(lost) > 0 {
+		// Whether a replica ended early tells a stopped bridge from a
+		// lost message.
+		select {
+		case <-a.done:
+			t.Errorf("replica a ended early: %v", a.err)
+		default:
+		}
+		select {
+		case err := <-lastDone:
+			t.Errorf("the last b ended early: %v", err)
+			lastDone <- err
+		default:
+		}
+		for _, id := range lost[:min(len(lost), 5)] {
+			t.Logf("%s: %s", id, mqtttest.Trail(broker, []byte(id)))
+		}
+		// A transaction left open holds the last stable offset below
+		// the high watermark.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		lso, err1 := c.Adm.ListCommittedOffsets(ctx, out)
+		hwm, err2 := c.Adm.ListEndOffsets(ctx, out)
+		cancel()
+		if err := errors.Join(err1, err2); err == nil {
+			hwm.Each(func(o kadm.ListedOffset) {
+				s, _ := lso.Lookup(out, o.Partition)
+				t.Logf("%s/%d: last stable offset %d, high watermark %d", out, o.Partition, s.Offset, o.Offset)
+			})
+		}
+	}
+	require.Zero(t, len(lost), "%d of %d messages lost (first %v)", len(lost), n, lost[:min(len(lost), 20)])
+	require.Zero(t, a.metric(t, "flechtwerk_mqtt_dropped_total", nil), "replica a dropped messages")
 	a.stop(t)
 
 	// Every extra copy is accounted for by a kill whose window held it.

@@ -52,15 +52,23 @@ func EmbeddedStop(t testing.TB, tc *tls.Config) (string, func()) {
 	})
 	require.NoError(t, s.AddHook(new(allowAll), nil))
 	require.NoError(t, s.AddHook(new(takeoverGuard), nil))
+	led := newLedger(s)
+	require.NoError(t, s.AddHook(led, nil))
 	require.NoError(t, s.AddListener(listeners.NewTCP(listeners.Config{ID: "t", Address: addr, TLSConfig: tc})))
 	require.NoError(t, s.Serve())
 	var once sync.Once
 	stop := func() { once.Do(func() { _ = s.Close() }) }
-	t.Cleanup(stop)
+	url := "tcp://" + addr
 	if tc != nil {
-		return "ssl://" + addr, stop
+		url = "ssl://" + addr
 	}
-	return "tcp://" + addr, stop
+	ledgers.Store(url, led)
+	t.Cleanup(func() {
+		led.check(t)
+		stop()
+		ledgers.Delete(url)
+	})
+	return url, stop
 }
 
 // FreeAddr returns a loopback address with a port free at the call.
@@ -133,21 +141,21 @@ func (*allowAll) OnACLCheck(*mochi.Client, string, bool) bool { return true }
 // in-flight messages, its subscriptions) before it registers the new
 // client under the client id, and clears the old client's in-flight set:
 // a message published in between is routed to the old client, stored in
-// its in-flight set after the copy, and lost. The bridge's kill test,
-// whose replica reconnects 17 times under a steady publisher, missed a
-// message on the embedded broker in one of four -race runs and passed
-// every run on Mosquitto; with the guard it passed five of five. It holds each
-// publish's distribution (OnPublish to OnPublished) apart from each
-// connect's session setup (OnSessionEstablish to OnSessionEstablished, or
-// OnDisconnect when the connect fails after it began). A publish whose
-// PUBACK cannot be written ends without OnPublished and would keep the
-// guard: the tests' publishers stay connected while the broker runs.
+// its in-flight set after the copy, and lost. It holds each publish's
+// distribution (OnPublish to OnPublished) apart from each connect's
+// session setup (OnSessionEstablish to OnSessionEstablished, after the
+// CONNACK and the resent in-flight messages, so that a message published
+// meanwhile is not resent as well). mochi returns without
+// OnSessionEstablished when the CONNACK or a resend cannot be written; the
+// guard then ends when the client is closed. A publish whose PUBACK cannot
+// be written ends without OnPublished and would keep the guard: the tests'
+// publishers stay connected while the broker runs.
 type takeoverGuard struct {
 	mochi.HookBase
 	mu sync.RWMutex
 
 	pmu     sync.Mutex
-	setting map[*mochi.Client]bool // connects holding mu
+	setting map[*mochi.Client]chan struct{} // connects holding mu
 }
 
 func (*takeoverGuard) ID() string { return "takeover-guard" }
@@ -166,12 +174,28 @@ func (g *takeoverGuard) OnPublished(*mochi.Client, packets.Packet) { g.mu.RUnloc
 
 func (g *takeoverGuard) OnSessionEstablish(cl *mochi.Client, _ packets.Packet) {
 	g.mu.Lock()
+	done := make(chan struct{})
 	g.pmu.Lock()
 	if g.setting == nil {
-		g.setting = map[*mochi.Client]bool{}
+		g.setting = map[*mochi.Client]chan struct{}{}
 	}
-	g.setting[cl] = true
+	g.setting[cl] = done
 	g.pmu.Unlock()
+	go func() { // a connect that fails before OnSessionEstablished
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if cl.Closed() {
+					g.release(cl)
+					return
+				}
+			}
+		}
+	}()
 }
 
 func (g *takeoverGuard) OnSessionEstablished(cl *mochi.Client, _ packets.Packet) { g.release(cl) }
@@ -180,10 +204,11 @@ func (g *takeoverGuard) OnDisconnect(cl *mochi.Client, _ error, _ bool) { g.rele
 
 func (g *takeoverGuard) release(cl *mochi.Client) {
 	g.pmu.Lock()
-	held := g.setting[cl]
+	done, held := g.setting[cl]
 	delete(g.setting, cl)
 	g.pmu.Unlock()
 	if held {
+		close(done)
 		g.mu.Unlock()
 	}
 }
