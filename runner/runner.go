@@ -9,7 +9,7 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/batch"
 	"github.com/flechtwerk/flechtwerk/internal/bridge"
 	"github.com/flechtwerk/flechtwerk/internal/config"
-	"github.com/flechtwerk/flechtwerk/internal/extract"
+	"github.com/flechtwerk/flechtwerk/internal/engine/extract"
 	"github.com/flechtwerk/flechtwerk/internal/pollstage"
 	"github.com/flechtwerk/flechtwerk/internal/sinkstage"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
