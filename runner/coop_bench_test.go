@@ -120,7 +120,7 @@ func groupChangePause(b *testing.B, eager, leave bool) (before, change time.Dura
 		if err != nil {
 			b.Fatal(err)
 		}
-		r.ops.eager, r.ops.committed = eager, a.committed
+		r.hooks.Eager, r.hooks.Committed = eager, a.committed
 		ctx, cancel := context.WithCancel(context.Background())
 		i := &instance{r: r, cancel: cancel, done: make(chan error, 1)}
 		go func() { i.done <- r.Run(ctx) }()

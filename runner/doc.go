@@ -8,12 +8,10 @@
 // error. See package extractor for how an extractor runs, and package
 // mqttbridge for the MQTT→Kafka bridge (a stage kind of its own that takes
 // ConfigTopics; its engine is internal/bridge); the rest of this page is
-// about transformers. The files: runner.go (New, Run, Wake),
-// options.go, transform.go (a transformer's startup), loop.go (the main
-// loop and the per-task workers), rebalance.go (group callbacks, per-task
-// release and restores),
-// commit.go (offsets of intervals that wrote nothing), stores.go
-// (StoreRetention), standby.go (StandbyReplicas).
+// about transformers. Package runner is the facade: New, Run, Wake, the
+// options, State, Healthy, Ready, Stats and the queries (Get, Range); one
+// engine per stage kind does the work (internal/engine/transform,
+// internal/engine/sink, internal/engine/extract).
 //
 //	r, err := runner.New(counter,
 //		runner.SeedBrokers("localhost:9092"),

@@ -1,17 +1,13 @@
 package runner
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"slices"
-	"strings"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/flechtwerk/flechtwerk"
+	sinkengine "github.com/flechtwerk/flechtwerk/internal/engine/sink"
+	"github.com/flechtwerk/flechtwerk/internal/engine/transform"
 )
+
+// The errors that end Run are defined by the engines that return them and
+// named here, as aliases: errors.As with a *runner.BatchTimeoutError (and
+// the others) matches them.
 
 // BatchTimeoutError ends Run when a batch did not finish within
 // BatchTimeout, typically because a transform ignores its ctx. The task it
@@ -26,75 +22,34 @@ import (
 // read its store or to commit), and they may keep running until they return
 // or the process exits. A transform that can block should honor ctx, whose
 // deadline is the batch deadline.
-type BatchTimeoutError struct {
-	// Partitions are the tasks whose batch did not finish, in order.
-	Partitions []int32
-	// Timeout is the BatchTimeout that passed.
-	Timeout time.Duration
-	// FirstOffsets are the first offset not committed per task and input
-	// topic: where the aborted transaction began.
-	FirstOffsets map[int32]map[string]int64
-}
+//
+// Fields: Partitions are the tasks whose batch did not finish, in order;
+// Timeout is the BatchTimeout that passed; FirstOffsets are the first
+// offset not committed per task and input topic (where the aborted
+// transaction began).
+type BatchTimeoutError = transform.BatchTimeoutError
 
-func (e *BatchTimeoutError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "runner: %s: the batch of ", flechtwerk.CodeBatchTimeout)
-	for i, n := range e.Partitions {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "task %d", n)
-		topics := make([]string, 0, len(e.FirstOffsets[n]))
-		for t := range e.FirstOffsets[n] {
-			topics = append(topics, t)
-		}
-		slices.Sort(topics)
-		for j, t := range topics {
-			sep := ", "
-			if j == 0 {
-				sep = " ("
-			}
-			fmt.Fprintf(&b, "%stopic %s partition %d from offset %d", sep, t, n, e.FirstOffsets[n][t])
-		}
-		if len(topics) > 0 {
-			b.WriteString(")")
-		}
-	}
-	fmt.Fprintf(&b, " did not finish within BatchTimeout %v; nothing of it was committed, its offsets did not advance, and the goroutine still running the transform was abandoned", e.Timeout)
-	return b.String()
-}
+// TaskTimeoutError ends Run when a task kept failing with transient broker
+// errors, and was re-initialized after each, without one successful commit
+// for longer than TaskTimeout (or when the group member could not rejoin
+// its group, or a startup step kept failing, for that long: Partition is
+// then -1 and Step says which). Nothing the task did not commit is visible;
+// its records are redelivered when it runs again. errors.Is(err,
+// flechtwerk.ErrTaskTimeout) holds, and the last cause stays in the chain.
+//
+// Fields: Partition is the task's partition number (-1 for the group or a
+// startup step); Step names what kept failing when Partition is -1;
+// Restarts is how many times the task was re-initialized meanwhile;
+// Timeout is the TaskTimeout that passed; Err is the last transient error.
+type TaskTimeoutError = transform.TaskTimeoutError
 
-// Is reports whether target is flechtwerk.ErrBatchTimeout.
-func (e *BatchTimeoutError) Is(target error) bool { return target == flechtwerk.ErrBatchTimeout }
-
-// fetchError words an error of a poll. kgo reports the loss of the group
-// session (the member was removed from the group, or could not rejoin it)
-// as an error of topic "" partition 0.
-// firstFetchError returns the first error of a poll, worded by
-// fetchError; a canceled or expired poll context is no error.
-func firstFetchError(fetches kgo.Fetches) error {
-	var ferr error
-	fetches.EachError(func(t string, p int32, err error) {
-		if ignoredPollError(err) {
-			return
-		}
-		if ferr == nil {
-			ferr = fetchError(t, p, err)
-		}
-	})
-	return ferr
-}
-
-// ignoredPollError reports an error of a poll that is none: its context
-// was canceled or expired.
-func ignoredPollError(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
-func fetchError(topic string, partition int32, err error) error {
-	var lost *kgo.ErrGroupSession
-	if errors.As(err, &lost) {
-		return fmt.Errorf("runner: lost the consumer group session (the member was removed from the group or could not rejoin it; its tasks were torn down): %w", err)
-	}
-	return fmt.Errorf("runner: fetching topic %s partition %d: %w", topic, partition, err)
-}
+// OffsetFetchError ends Run when a sink could not fetch the group's
+// committed offsets, at startup or when it was assigned partitions. Run
+// never falls back to the reset policy in that case: that would silently
+// re-read (or skip) what the group already committed. errors.Is matches
+// flechtwerk.ErrOffsetFetch.
+//
+// Fields: Group names the group; Topic and Partition name the partition
+// whose offset failed, when the failure was one partition's (Topic is
+// empty for the request); Err is the cause.
+type OffsetFetchError = sinkengine.OffsetFetchError

@@ -38,7 +38,7 @@ func TestFenceRetryKeepsTasksRunning(t *testing.T) {
 		opts := append(coopOpts(c.Brokers, app, in, t.TempDir(), name), TaskTimeout(taskTimeout), WithKafkaOpts(c.Opts()...))
 		r, err := New(echoCount(out), opts...)
 		require.NoError(t, err)
-		r.ops.committed = counts.hook(name)
+		r.hooks.Committed = counts.hook(name)
 		ctx, cancel := context.WithCancel(context.Background())
 		i := &instance{r: r, cancel: cancel, done: make(chan error, 1)}
 		go func() { i.done <- r.Run(ctx) }()

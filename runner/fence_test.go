@@ -89,7 +89,7 @@ func TestSlowFenceKeepsTasksRunning(t *testing.T) {
 	for _, name := range []string{"a", "b", "c"} {
 		r, err := New(echoCount(out), append(coopOpts(c.Brokers, app, in, t.TempDir(), name), WithKafkaOpts(c.Opts()...))...)
 		require.NoError(t, err)
-		r.ops.committed = counts.hook(name)
+		r.hooks.Committed = counts.hook(name)
 		ctx, cancel := context.WithCancel(context.Background())
 		i := &instance{r: r, cancel: cancel, done: make(chan error, 1)}
 		go func() { i.done <- r.Run(ctx) }()

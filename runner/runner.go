@@ -10,6 +10,8 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/bridge"
 	"github.com/flechtwerk/flechtwerk/internal/config"
 	"github.com/flechtwerk/flechtwerk/internal/engine/extract"
+	sinkengine "github.com/flechtwerk/flechtwerk/internal/engine/sink"
+	"github.com/flechtwerk/flechtwerk/internal/engine/transform"
 	"github.com/flechtwerk/flechtwerk/internal/pollstage"
 	"github.com/flechtwerk/flechtwerk/internal/sinkstage"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
@@ -38,9 +40,9 @@ type Runner struct {
 	br      *bridge.Engine
 	started atomic.Bool
 	ops     ops
-	// standbySrc tells the member its standby tasks (StandbyReplicas);
-	// nil: none are handed out.
-	standbySrc standbyAssignment
+	// hooks are the transformer engine's test knobs (zero in
+	// production): tests of this package set them before Run.
+	hooks transform.Hooks
 }
 
 // ErrRunTwice is returned by a second call of Run on the same Runner.
@@ -94,7 +96,7 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 	}
 	errs = append(errs, r.initOps())
 	if r.snk != nil {
-		errs = append(errs, r.validateSink())
+		errs = append(errs, sinkengine.Validate(&r.cfg, r.snk))
 	}
 	err := errors.Join(errs...)
 	if err != nil {
@@ -109,7 +111,7 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 		r.tracer = tracing.New(r.cfg.TracerProvider, r.cfg.Propagator, r.cfg.ApplicationID)
 	}
 	if r.snk != nil {
-		r.policy = r.cfg.Policy() // applied by the sink run (sink.go)
+		r.policy = r.cfg.Policy() // applied by the sink engine
 	}
 	if x != nil {
 		r.ex = extract.New(&r.cfg, x)
@@ -147,13 +149,17 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		})
 	}
 	if r.snk != nil {
-		return r.runSink(ctx) // a sink has no stores
+		// A sink has no stores.
+		return sinkengine.Run(ctx, sinkengine.Params{Cfg: &r.cfg, Sink: r.snk, Policy: r.policy})
 	}
 	defer r.pruneStores(ctx)()
 	if r.ex != nil {
 		return r.ex.Run(ctx)
 	}
-	return r.runTransformer(ctx)
+	return transform.Run(ctx, transform.Params{
+		Cfg: &r.cfg, Proc: r.proc, Tracer: r.tracer, Ops: &r.ops,
+		ClientID: r.ops.clientID(), Hooks: r.hooks,
+	})
 }
 
 // Wake polls the config of key now, ahead of its PollInterval, for sources
@@ -173,6 +179,12 @@ func (r *Runner) Wake(key []byte) bool {
 		return false
 	}
 	return r.ex.Wake(key)
+}
+
+// sinkOf returns the engine view of s when s is a sink, else nil.
+func sinkOf(s Stage) sinkstage.Sink {
+	v, _ := sinkstage.SinkOf(s)
+	return v
 }
 
 // bridgeOf returns the engine view of s when s is a bridge, else nil.
