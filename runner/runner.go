@@ -15,7 +15,6 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/pollstage"
 	"github.com/flechtwerk/flechtwerk/internal/sinkstage"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
-	"github.com/flechtwerk/flechtwerk/internal/tracing"
 )
 
 // Stage is what a Runner runs: a *transformer.Transformer, an
@@ -34,7 +33,6 @@ type Runner struct {
 	proc    stage.Transformer // a transformer
 	ex      *extract.Engine   // an extractor
 	policy  *batch.Policy     // a transformer's invalid-record policy
-	tracer  *tracing.Tracer   // a transformer's, nil: tracing off
 	snk     sinkstage.Sink    // a sink
 	brs     bridge.Stage      // a bridge (package mqttbridge)
 	br      *bridge.Engine
@@ -108,7 +106,6 @@ func New(s Stage, opts ...Opt) (*Runner, error) {
 		// batch (internal/batch applies it).
 		r.policy = r.cfg.Policy()
 		r.proc = batch.WithPolicy(r.proc, r.policy)
-		r.tracer = tracing.New(r.cfg.TracerProvider, r.cfg.Propagator, r.cfg.ApplicationID)
 	}
 	if r.snk != nil {
 		r.policy = r.cfg.Policy() // applied by the sink engine
@@ -157,7 +154,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		return r.ex.Run(ctx)
 	}
 	return transform.Run(ctx, transform.Params{
-		Cfg: &r.cfg, Proc: r.proc, Tracer: r.tracer, Ops: &r.ops,
+		Cfg: &r.cfg, Proc: r.proc, Ops: &r.ops,
 		ClientID: r.ops.clientID(), Hooks: r.hooks,
 	})
 }

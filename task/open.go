@@ -36,7 +36,7 @@ type open struct {
 	// stats of every batch added since the last commit (inputs and
 	// policy counts also of empty batches)
 	stats Stats
-	// trace of every batch added since the last commit (Config.Tracer
+	// trace of every batch added since the last commit (Config.TracerProvider
 	// only)
 	trace *traced
 }
@@ -195,7 +195,7 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 		o.txn.Send(r)
 	}
 	var span trace.Span
-	if t.cfg.Tracer != nil {
+	if t.tracer != nil {
 		span = t.startCommit(ctx, &o, len(writes))
 	}
 	tm, err := o.txn.End(ctx, &txn.Offsets{

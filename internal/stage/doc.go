@@ -1,6 +1,8 @@
 // Package stage is the engine's side of the stages users build: the
 // interfaces through which the runtime drives a transformer (and an
-// extractor), without the user-facing packages exporting any of it.
+// extractor), without the user-facing packages exporting any of it. A
+// transformer's view (Transformer, Input, Result, Op) is the public
+// contract of package task/process, under aliases.
 //
 // A user-facing package (transformer, extractor) registers, from its init, a
 // lookup that recognizes its own values through an interface with an

@@ -482,7 +482,8 @@ func (rn *run) taskConfig(n int32, owner string) task.Config {
 		KafkaOpts:          rn.base,
 		Logger:             c.Logger,
 		Member:             member,
-		Tracer:             rn.tracer,
+		TracerProvider:     c.TracerProvider,
+		Propagator:         c.Propagator,
 	}
 }
 

@@ -17,7 +17,6 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/latch"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/internal/topics"
-	"github.com/flechtwerk/flechtwerk/internal/tracing"
 	"github.com/flechtwerk/flechtwerk/store"
 	"github.com/flechtwerk/flechtwerk/task"
 )
@@ -28,8 +27,6 @@ type Params struct {
 	Cfg *config.Options
 	// Proc is the transformer, with its invalid-record policy applied.
 	Proc stage.Transformer
-	// Tracer traces records and commits; nil: tracing off.
-	Tracer *tracing.Tracer
 	// Ops learns the engine's progress (see Ops).
 	Ops Ops
 	// ClientID, when set, is the client id of the group member (the
@@ -85,7 +82,6 @@ func Run(ctx context.Context, p Params) error {
 	rn := &run{
 		c:           c,
 		proc:        p.Proc,
-		tracer:      p.Tracer,
 		ops:         p.Ops,
 		hooks:       p.Hooks,
 		stores:      map[int32]*store.Store{},
@@ -184,7 +180,6 @@ func Run(ctx context.Context, p Params) error {
 type run struct {
 	c          *config.Options
 	proc       stage.Transformer
-	tracer     *tracing.Tracer
 	ops        Ops
 	hooks      Hooks
 	adm        *kadm.Client
