@@ -3,7 +3,7 @@
 //
 // Run checks the input topics and that the group's committed offsets can be
 // fetched (never a silent fall back to the reset policy: an
-// OffsetFetchError ends Run instead), joins the group and runs the
+// flechtwerk.OffsetFetchError ends Run instead), joins the group and runs the
 // poll-write-commit loop (sink.go). At-least-once, a record's offset is
 // committed only once every output it produced was written: package acks
 // tracks the written offsets and proposes the commits. At-most-once, the

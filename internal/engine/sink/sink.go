@@ -25,33 +25,6 @@ import (
 	"github.com/flechtwerk/flechtwerk/sink"
 )
 
-// OffsetFetchError ends Run when a sink could not fetch the group's
-// committed offsets, at startup or when it was assigned partitions. Run
-// never falls back to the reset policy in that case: that would silently
-// re-read (or skip) what the group already committed. errors.Is matches
-// flechtwerk.ErrOffsetFetch.
-type OffsetFetchError struct {
-	Group string
-	// Topic and Partition name the partition whose offset failed, when
-	// the failure was one partition's; Topic is empty for the request.
-	Topic     string
-	Partition int32
-	Err       error
-}
-
-func (e *OffsetFetchError) Error() string {
-	if e.Topic == "" {
-		return fmt.Sprintf("runner: %s: fetching the committed offsets of group %q: %v", flechtwerk.CodeOffsetFetch, e.Group, e.Err)
-	}
-	return fmt.Sprintf("runner: %s: fetching the committed offset of group %q for %s[%d]: %v",
-		flechtwerk.CodeOffsetFetch, e.Group, e.Topic, e.Partition, e.Err)
-}
-
-func (e *OffsetFetchError) Unwrap() error { return e.Err }
-
-// Is matches flechtwerk.ErrOffsetFetch.
-func (e *OffsetFetchError) Is(target error) bool { return target == flechtwerk.ErrOffsetFetch }
-
 // Validate checks the delivery settings of c against the mode of snk (the
 // sink reports a missing mode itself).
 func Validate(c *config.Options, snk sinkstage.Sink) error {
@@ -190,7 +163,7 @@ func (sr *sinkRun) consumerOpts(base []kgo.Opt) []kgo.Opt {
 
 // committed fetches the group's committed offsets of the input topics
 // (only the partitions in want, when it is not nil): -1 for a partition
-// without a commit. Any failure is an *OffsetFetchError.
+// without a commit. Any failure is an *flechtwerk.OffsetFetchError.
 func (sr *sinkRun) committed(ctx context.Context, want map[string][]int32) (map[string]map[int32]int64, error) {
 	g := sr.c.Group()
 	ts := sr.c.InputTopics
@@ -209,7 +182,7 @@ func (sr *sinkRun) committed(ctx context.Context, want map[string][]int32) (map[
 		resps, err = kadm.OffsetResponses{}, nil
 	}
 	if err != nil {
-		return nil, &OffsetFetchError{Group: g, Err: err}
+		return nil, &flechtwerk.OffsetFetchError{Group: g, Err: err}
 	}
 	out := map[string]map[int32]int64{}
 	for _, t := range ts {
@@ -221,7 +194,7 @@ func (sr *sinkRun) committed(ctx context.Context, want map[string][]int32) (map[
 			return
 		}
 		if o.Err != nil {
-			errs = append(errs, &OffsetFetchError{Group: g, Topic: o.Topic, Partition: o.Partition, Err: o.Err})
+			errs = append(errs, &flechtwerk.OffsetFetchError{Group: g, Topic: o.Topic, Partition: o.Partition, Err: o.Err})
 			return
 		}
 		if out[o.Topic] == nil {
@@ -237,7 +210,7 @@ func (sr *sinkRun) committed(ctx context.Context, want map[string][]int32) (map[
 			if _, ok := out[t][p]; !ok && noGroup {
 				out[t][p] = -1
 			} else if !ok {
-				return nil, &OffsetFetchError{Group: g, Topic: t, Partition: p, Err: errors.New("missing from the coordinator's answer")}
+				return nil, &flechtwerk.OffsetFetchError{Group: g, Topic: t, Partition: p, Err: errors.New("missing from the coordinator's answer")}
 			}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/batch"
 	"github.com/flechtwerk/flechtwerk/task"
 )
@@ -384,7 +385,7 @@ func (w *worker) process(recs []*kgo.Record) error {
 func (w *worker) timeout() error {
 	n := w.t.Partition()
 	w.rn.c.Metrics.Aborted(n, "timeout", nil)
-	return &BatchTimeoutError{Partitions: []int32{n}, Timeout: w.rn.c.BatchTimeout, FirstOffsets: map[int32]map[string]int64{n: w.first}}
+	return &flechtwerk.BatchTimeoutError{Partitions: []int32{n}, Timeout: w.rn.c.BatchTimeout, FirstOffsets: map[int32]map[string]int64{n: w.first}}
 }
 
 // commit commits what the task processed: its open transaction, or, when

@@ -34,43 +34,8 @@ import (
 // group's committed offsets (read with require-stable after the fence).
 // The member stays in the group and Run goes on. A task that keeps failing
 // without one successful commit for TaskTimeout ends Run with a
-// *TaskTimeoutError; errors that are not transient (a fence by another
+// *flechtwerk.TaskTimeoutError; errors that are not transient (a fence by another
 // owner, an authorization error, a transform error, ...) end Run at once.
-
-// TaskTimeoutError ends Run when a task kept failing with transient broker
-// errors, and was re-initialized after each, without one successful commit
-// for longer than TaskTimeout (or when the group member could not rejoin
-// its group, or a startup step kept failing, for that long: Partition is
-// then -1 and Step says which). Nothing the task did not commit is visible;
-// its records are redelivered when it runs again. errors.Is(err,
-// flechtwerk.ErrTaskTimeout) holds, and the last cause stays in the chain.
-type TaskTimeoutError struct {
-	// Partition is the task's partition number; -1 for the group or a
-	// startup step.
-	Partition int32
-	// Step names what kept failing when Partition is -1.
-	Step string
-	// Restarts is how many times the task was re-initialized meanwhile.
-	Restarts int
-	// Timeout is the TaskTimeout that passed.
-	Timeout time.Duration
-	// Err is the last transient error.
-	Err error
-}
-
-func (e *TaskTimeoutError) Error() string {
-	if e.Partition < 0 {
-		return fmt.Sprintf("runner: %s: %s kept failing with transient errors for longer than TaskTimeout %v: %v",
-			flechtwerk.CodeTaskTimeout, e.Step, e.Timeout, e.Err)
-	}
-	return fmt.Sprintf("runner: %s: task %d kept failing with transient errors for longer than TaskTimeout %v (re-initialized %d times without a successful commit); nothing it did not commit is visible: %v",
-		flechtwerk.CodeTaskTimeout, e.Partition, e.Timeout, e.Restarts, e.Err)
-}
-
-// Is reports whether target is flechtwerk.ErrTaskTimeout.
-func (e *TaskTimeoutError) Is(target error) bool { return target == flechtwerk.ErrTaskTimeout }
-
-func (e *TaskTimeoutError) Unwrap() error { return e.Err }
 
 // txnError marks an error of a task's transaction (beginning it, producing,
 // committing), the only errors a task recovers from; a transform's error
@@ -209,7 +174,7 @@ func (rn *run) restartTask(ctx context.Context, n int32) error {
 	}
 	if since := time.Since(f.since); since > c.TaskTimeout {
 		rn.mu.Unlock()
-		return &TaskTimeoutError{Partition: n, Restarts: f.tries, Timeout: c.TaskTimeout, Err: f.cause}
+		return &flechtwerk.TaskTimeoutError{Partition: n, Restarts: f.tries, Timeout: c.TaskTimeout, Err: f.cause}
 	}
 	if w != nil {
 		<-w.done // it exited after queueing the restart
@@ -508,7 +473,7 @@ func (rn *run) groupSession(err error) error {
 	lostFor := time.Since(rn.groupLostAt)
 	rn.fmu.Unlock()
 	if lostFor > c.TaskTimeout {
-		return &TaskTimeoutError{Partition: -1, Step: "rejoining the consumer group", Timeout: c.TaskTimeout, Err: group.FetchError("", 0, err)}
+		return &flechtwerk.TaskTimeoutError{Partition: -1, Step: "rejoining the consumer group", Timeout: c.TaskTimeout, Err: group.FetchError("", 0, err)}
 	}
 	c.Logger.Warn("lost the consumer group session with a transient error; its tasks were closed dirty, the member rejoins", "group", c.Group(), "err", err, "lost_for", lostFor.Round(time.Millisecond))
 	return nil
@@ -556,7 +521,7 @@ func startupRetry(ctx context.Context, c *config.Options, what string, fn func()
 			return err
 		}
 		if time.Since(began) > c.TaskTimeout {
-			return &TaskTimeoutError{Partition: -1, Step: what, Timeout: c.TaskTimeout, Err: err}
+			return &flechtwerk.TaskTimeoutError{Partition: -1, Step: what, Timeout: c.TaskTimeout, Err: err}
 		}
 		c.Logger.Warn("startup step failed with a transient error; retrying", "step", what, "err", err, "attempt", tries+1)
 		select {
