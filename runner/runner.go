@@ -38,9 +38,6 @@ type Runner struct {
 	br      *bridge.Engine
 	started atomic.Bool
 	ops     ops
-	// hooks are the transformer engine's test knobs (zero in
-	// production): tests of this package set them before Run.
-	hooks transform.Hooks
 }
 
 // ErrRunTwice is returned by a second call of Run on the same Runner.
@@ -128,7 +125,11 @@ func (r *Runner) Changelog() string { return r.cfg.Changelog() }
 // Run processes (a transformer) or polls (an extractor) until ctx is
 // canceled (then it stops gracefully and returns nil) or an error ends it.
 // See the package documentation.
-func (r *Runner) Run(ctx context.Context) (err error) {
+func (r *Runner) Run(ctx context.Context) error { return r.run(ctx, transform.Hooks{}) }
+
+// run is Run with the transformer engine's test knobs: tests of this
+// package pass them, Run passes none.
+func (r *Runner) run(ctx context.Context, hooks transform.Hooks) (err error) {
 	if !r.started.CompareAndSwap(false, true) {
 		return ErrRunTwice
 	}
@@ -155,7 +156,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	}
 	return transform.Run(ctx, transform.Params{
 		Cfg: &r.cfg, Proc: r.proc, Ops: &r.ops,
-		ClientID: r.ops.clientID(), Hooks: r.hooks,
+		ClientID: r.ops.clientID(), Hooks: hooks,
 	})
 }
 
