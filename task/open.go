@@ -46,7 +46,7 @@ type open struct {
 // to the producer at once, without waiting for their results, and its
 // state writes to the overlay); an empty one only advances the offsets.
 // A transaction opens with the input offsets' partition joined
-// (txn.Txn.AddOffsets), before its first record is sent; ctx bounds that.
+// (AddOffsetsToTxn), before its first record is sent; ctx bounds that.
 // See Pending and CommitOpen.
 func (t *Task) Add(ctx context.Context, b *Batch) error {
 	t.mu.RLock()
