@@ -50,8 +50,8 @@
 //     failure); only then is the store updated. An interval that wrote
 //     nothing commits its offsets through the group member.
 //
-// An extractor (internal/extract): the group over the config topics hands
-// out ownership tokens, one per partition number; token N fences
+// An extractor (internal/engine/extract): the group over the config topics
+// hands out ownership tokens, one per partition number; token N fences
 // {application id}-{N} and restores its cursor store from changelog
 // partition N, like a task. The config topics are read in full by a
 // configtopic.Table; the scheduler polls each live config owned by a held

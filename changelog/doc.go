@@ -23,14 +23,18 @@
 //
 // Restore must run after the task's fence (package fencing): only then can
 // no earlier owner extend the partition, and the last stable offset is
-// final. A reader that does not fence (a standby) uses RecoverUnfenced,
-// which does not take a checkpoint above a last stable offset that is not
-// final for a reason to wipe the store.
+// final. The engine's standby replicas, which do not fence, read with
+// their own variant (internal/restore), which does not take a checkpoint
+// above a last stable offset that is not final for a reason to wipe the
+// store.
 //
 // # Concurrency
 //
 // The functions are safe for concurrent use on different partitions.
 //
-// Called by the engine only: task (restore, records of state writes), the
-// extractor engine (cursors) and the runner (Ensure).
+// Users and tools call Topic (the topic of an application), Ensure (create
+// it as the runner would), Restore or Recover (read a partition into a
+// store, e.g. to inspect an application's state), Record and NextOffset
+// (write state changes as a task does), and ResetMarker (recognize a state
+// reset). The engine's own readers (standby replicas) use internal/restore.
 package changelog

@@ -18,6 +18,8 @@
 // The functions here are safe for concurrent use; the *kgo.Client returned
 // by Init belongs to one task.
 //
-// Called by the engine only: internal/txn opens every transactional
-// producer through Init, and classifies errors with Classify.
+// The engine opens every transactional producer of a task through Init. A
+// tool or a test that must take a task's transactional ID over (fence a
+// running instance, play a zombie) does the same with TransactionalID and
+// Init, and recognizes a fence with IsFenced.
 package fencing

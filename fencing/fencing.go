@@ -46,8 +46,9 @@ func (e *fencedError) Error() string {
 func (e *fencedError) Unwrap() []error { return []error{ErrFenced, e.err} }
 
 // Classify wraps err so that errors.Is(err, ErrFenced) holds when err says
-// the producer with transactional ID txnID was fenced. Other errors are
-// returned unchanged; nil stays nil.
+// the producer with transactional ID txnID was fenced (PRODUCER_FENCED or
+// INVALID_PRODUCER_EPOCH), for the errors of a producer Init returned.
+// Other errors are returned unchanged; nil stays nil.
 func Classify(txnID string, err error) error {
 	if err == nil || errors.Is(err, ErrFenced) {
 		return err
@@ -56,19 +57,6 @@ func Classify(txnID string, err error) error {
 		return &fencedError{txnID: txnID, err: err}
 	}
 	return err
-}
-
-// ClassifyCommit is Classify for the error of ending a transaction with a
-// commit. There INVALID_TXN_STATE also means fenced: under transaction
-// version 2 a producer whose epoch is one behind, committing a transaction
-// the coordinator already aborted (a new owner's InitProducerId, or the
-// transaction timeout), gets INVALID_TXN_STATE instead of PRODUCER_FENCED.
-// Either way the broker aborted the transaction and the producer is done.
-func ClassifyCommit(txnID string, err error) error {
-	if err != nil && errors.Is(err, kerr.InvalidTxnState) && !errors.Is(err, ErrFenced) {
-		return &fencedError{txnID: txnID, err: err}
-	}
-	return Classify(txnID, err)
 }
 
 // Init creates a transactional producer with the static ID txnID and

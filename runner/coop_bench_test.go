@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flechtwerk/flechtwerk/internal/engine/transform"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 )
 
@@ -120,10 +121,10 @@ func groupChangePause(b *testing.B, eager, leave bool) (before, change time.Dura
 		if err != nil {
 			b.Fatal(err)
 		}
-		r.ops.eager, r.ops.committed = eager, a.committed
+		hooks := transform.Hooks{Eager: eager, Committed: a.committed}
 		ctx, cancel := context.WithCancel(context.Background())
 		i := &instance{r: r, cancel: cancel, done: make(chan error, 1)}
-		go func() { i.done <- r.Run(ctx) }()
+		go func() { i.done <- r.run(ctx, hooks) }()
 		inst[name] = i
 	}
 	defer func() {

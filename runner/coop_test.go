@@ -116,9 +116,11 @@ func (in *instance) stop(t *testing.T) error {
 
 // running returns the tasks the instance runs (restored, fetching).
 func (in *instance) running() []int32 {
-	in.r.ops.qmu.RLock()
-	defer in.r.ops.qmu.RUnlock()
-	return slices.Sorted(maps.Keys(in.r.ops.stores))
+	q := in.r.ops.query()
+	if q == nil {
+		return nil
+	}
+	return slices.Sorted(slices.Values(q.Stores()))
 }
 
 // feeder produces to every partition of topic continuously and keeps what

@@ -1,8 +1,11 @@
 // Package runner runs a stage with the delivery its kind promises: a
 // transformer (package transformer) or an extractor (package extractor)
 // exactly-once, a sink (package sink) at-least-once or at-most-once, an
-// MQTT bridge (package mqttbridge) into Kafka transactions. Each kind has
-// its constructor, taking the options of that kind:
+// MQTT bridge (package mqttbridge) into Kafka transactions. It is the
+// facade: the constructors, Run, Wake, the options, State, Healthy,
+// Ready, Stats and the queries (Get, Range); one engine per stage kind
+// does the work. Each kind has its constructor, taking the options of
+// that kind:
 //
 //	NewTransformer(t, ...TransformerOpt)
 //	NewExtractor(x, ...ExtractorOpt)

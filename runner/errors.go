@@ -1,100 +1,22 @@
 package runner
 
-import (
-	"context"
-	"errors"
-	"fmt"
-	"slices"
-	"strings"
-	"time"
+import "github.com/flechtwerk/flechtwerk"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/flechtwerk/flechtwerk"
-)
+// The errors that end Run are defined in package flechtwerk, beside their
+// codes and sentinels, and named here too: errors.As with a
+// *runner.BatchTimeoutError (or the others) matches them.
 
 // BatchTimeoutError ends Run when a batch did not finish within
-// BatchTimeout, typically because a transform ignores its ctx. The task it
-// names was still transforming at the deadline; its open transaction (the
-// batch and the batches before it since the task's last commit) is aborted,
-// so nothing of it is visible and its offsets did not advance; the records
-// are redelivered when the task runs again. Other tasks may have committed
-// theirs. errors.Is(err, flechtwerk.ErrBatchTimeout) holds.
-//
-// Run does not wait for the goroutines still running the transform: they
-// are abandoned. Their results are discarded (the closed task refuses to
-// read its store or to commit), and they may keep running until they return
-// or the process exits. A transform that can block should honor ctx, whose
-// deadline is the batch deadline.
-type BatchTimeoutError struct {
-	// Partitions are the tasks whose batch did not finish, in order.
-	Partitions []int32
-	// Timeout is the BatchTimeout that passed.
-	Timeout time.Duration
-	// FirstOffsets are the first offset not committed per task and input
-	// topic: where the aborted transaction began.
-	FirstOffsets map[int32]map[string]int64
-}
+// BatchTimeout: nothing of the task's open transaction is visible, and its
+// records are redelivered. See flechtwerk.BatchTimeoutError.
+type BatchTimeoutError = flechtwerk.BatchTimeoutError
 
-func (e *BatchTimeoutError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "runner: %s: the batch of ", flechtwerk.CodeBatchTimeout)
-	for i, n := range e.Partitions {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "task %d", n)
-		topics := make([]string, 0, len(e.FirstOffsets[n]))
-		for t := range e.FirstOffsets[n] {
-			topics = append(topics, t)
-		}
-		slices.Sort(topics)
-		for j, t := range topics {
-			sep := ", "
-			if j == 0 {
-				sep = " ("
-			}
-			fmt.Fprintf(&b, "%stopic %s partition %d from offset %d", sep, t, n, e.FirstOffsets[n][t])
-		}
-		if len(topics) > 0 {
-			b.WriteString(")")
-		}
-	}
-	fmt.Fprintf(&b, " did not finish within BatchTimeout %v; nothing of it was committed, its offsets did not advance, and the goroutine still running the transform was abandoned", e.Timeout)
-	return b.String()
-}
+// TaskTimeoutError ends Run when a task kept failing with transient broker
+// errors for longer than TaskTimeout without one successful commit. See
+// flechtwerk.TaskTimeoutError.
+type TaskTimeoutError = flechtwerk.TaskTimeoutError
 
-// Is reports whether target is flechtwerk.ErrBatchTimeout.
-func (e *BatchTimeoutError) Is(target error) bool { return target == flechtwerk.ErrBatchTimeout }
-
-// fetchError words an error of a poll. kgo reports the loss of the group
-// session (the member was removed from the group, or could not rejoin it)
-// as an error of topic "" partition 0.
-// firstFetchError returns the first error of a poll, worded by
-// fetchError; a canceled or expired poll context is no error.
-func firstFetchError(fetches kgo.Fetches) error {
-	var ferr error
-	fetches.EachError(func(t string, p int32, err error) {
-		if ignoredPollError(err) {
-			return
-		}
-		if ferr == nil {
-			ferr = fetchError(t, p, err)
-		}
-	})
-	return ferr
-}
-
-// ignoredPollError reports an error of a poll that is none: its context
-// was canceled or expired.
-func ignoredPollError(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
-func fetchError(topic string, partition int32, err error) error {
-	var lost *kgo.ErrGroupSession
-	if errors.As(err, &lost) {
-		return fmt.Errorf("runner: lost the consumer group session (the member was removed from the group or could not rejoin it; its tasks were torn down): %w", err)
-	}
-	return fmt.Errorf("runner: fetching topic %s partition %d: %w", topic, partition, err)
-}
+// OffsetFetchError ends Run when a sink could not fetch the group's
+// committed offsets; Run never falls back to the reset policy then. See
+// flechtwerk.OffsetFetchError.
+type OffsetFetchError = flechtwerk.OffsetFetchError

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flechtwerk/flechtwerk/internal/engine/transform"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 )
 
@@ -38,10 +39,10 @@ func TestFenceRetryKeepsTasksRunning(t *testing.T) {
 		opts := append(coopOpts(c.Brokers, app, in, t.TempDir(), name), TaskTimeout(taskTimeout), WithKafkaOpts(c.Opts()...))
 		r, err := NewTransformer(echoCount(out), opts...)
 		require.NoError(t, err)
-		r.ops.committed = counts.hook(name)
+		hooks := transform.Hooks{Committed: counts.hook(name)}
 		ctx, cancel := context.WithCancel(context.Background())
 		i := &instance{r: r, cancel: cancel, done: make(chan error, 1)}
-		go func() { i.done <- r.Run(ctx) }()
+		go func() { i.done <- r.run(ctx, hooks) }()
 		t.Cleanup(func() { _ = i.stop(t) })
 		inst[name] = i
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/flechtwerk/flechtwerk/internal/engine/transform"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 )
 
@@ -89,10 +90,10 @@ func TestSlowFenceKeepsTasksRunning(t *testing.T) {
 	for _, name := range []string{"a", "b", "c"} {
 		r, err := NewTransformer(echoCount(out), append(coopOpts(c.Brokers, app, in, t.TempDir(), name), WithKafkaOpts(c.Opts()...))...)
 		require.NoError(t, err)
-		r.ops.committed = counts.hook(name)
+		hooks := transform.Hooks{Committed: counts.hook(name)}
 		ctx, cancel := context.WithCancel(context.Background())
 		i := &instance{r: r, cancel: cancel, done: make(chan error, 1)}
-		go func() { i.done <- r.Run(ctx) }()
+		go func() { i.done <- r.run(ctx, hooks) }()
 		t.Cleanup(func() { _ = i.stop(t) })
 		inst[name] = i
 	}

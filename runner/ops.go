@@ -10,15 +10,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/internal/config"
+	"github.com/flechtwerk/flechtwerk/internal/engine/transform"
 	imetrics "github.com/flechtwerk/flechtwerk/internal/metrics"
 	"github.com/flechtwerk/flechtwerk/metrics"
-	"github.com/flechtwerk/flechtwerk/store"
 	"github.com/flechtwerk/flechtwerk/task"
 )
 
@@ -138,8 +136,8 @@ func (r *Runner) Ready() error {
 // Metrics; nil serves no /metrics).
 func (r *Runner) Handler(g prometheus.Gatherer) http.Handler { return metrics.Handler(r, g) }
 
-// ops is the operational state of a Runner: its State, the stores that
-// queries read, and the metrics hooks that need runner state.
+// ops is the operational state of a Runner: its State, and the engine's
+// view that queries read. It is the transformer engine's transform.Ops.
 type ops struct {
 	m   *imetrics.Recorder
 	cfg *config.Options
@@ -151,27 +149,19 @@ type ops struct {
 	assigned  bool      // an assignment arrived since it started
 	served    bool      // the first assignment was restored and fetching
 	restoring map[int32]time.Time
-	rn        *run
+	// q is the running transformer engine; nil while none runs.
+	q *transform.Query
 	// starts counts, per task, the times this Runner started (fenced)
-	// it; tests read it.
+	// it.
 	starts map[int32]int
-	// committed, when set, is called after each commit of task n (a
-	// transaction or an offsets-only commit); benchmarks set it.
-	committed func(n int32)
-	// eager makes the group use kgo's eager range balancer, which every
-	// rebalance revokes every task with: a baseline for benchmarks.
-	eager bool
 	// restarts counts the tasks re-initialized after a transient error.
 	restarts atomic.Int64
 	// beat is when the main loop last came round (UnixNano; 0: no loop
 	// runs, or not a transformer).
 	beat atomic.Int64
-
-	// qmu guards stores: queries hold it shared; the runner takes it
-	// exclusively before any store of a running task closes.
-	qmu    sync.RWMutex
-	stores map[int32]*store.Store // running tasks (nil value: stateless)
 }
+
+var _ transform.Ops = (*ops)(nil)
 
 // initOps builds the metrics recorder (the constructors call it after the options).
 func (r *Runner) initOps() error {
@@ -226,36 +216,34 @@ func (o *ops) begin(ctx context.Context, extractor bool) func(errp *error) {
 	}
 }
 
-// tick records that the main loop came round.
-func (o *ops) tick() { o.beat.Store(time.Now().UnixNano()) }
+// Tick records that the main loop came round.
+func (o *ops) Tick() { o.beat.Store(time.Now().UnixNano()) }
 
-// consumerOpts are the group member options of ops: the advertised
-// address.
-func (o *ops) consumerOpts() []kgo.Opt {
+// clientID is the client id of the group member: the advertised address,
+// empty when none is advertised.
+func (o *ops) clientID() string {
 	if o.cfg.Advertise == "" {
-		return nil
+		return ""
 	}
-	return []kgo.Opt{kgo.ClientID(advertisePrefix + o.cfg.Advertise)}
+	return advertisePrefix + o.cfg.Advertise
 }
 
-// attach makes rn the run that queries and scrapes use; the returned
-// function detaches it.
-func (o *ops) attach(rn *run) func() {
+// Attach makes q the engine that queries use; the returned function
+// detaches it.
+func (o *ops) Attach(q transform.Query) func() {
 	o.mu.Lock()
-	o.rn = rn
+	o.q = &q
 	o.mu.Unlock()
-	detach := o.m.Attach(source{o, rn})
 	return func() {
-		detach()
 		o.mu.Lock()
-		o.rn = nil
+		o.q = nil
 		o.mu.Unlock()
 	}
 }
 
-// rebalance marks a rebalance in progress: an assignment (assigned) or a
+// Rebalance marks a rebalance in progress: an assignment (assigned) or a
 // revocation.
-func (o *ops) rebalance(assigned bool) {
+func (o *ops) Rebalance(assigned bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.rebalAt.IsZero() {
@@ -268,9 +256,9 @@ func (o *ops) rebalance(assigned bool) {
 	}
 }
 
-// started records that task n was started (its producer fenced the
+// Started records that task n was started (its producer fenced the
 // previous owner).
-func (o *ops) started(n int32) {
+func (o *ops) Started(n int32) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.starts == nil {
@@ -279,6 +267,9 @@ func (o *ops) started(n int32) {
 	o.starts[n]++
 }
 
+// Restarted counts a task re-initialized after a transient error.
+func (o *ops) Restarted(int32) { o.restarts.Add(1) }
+
 // taskStarts returns, per task, how often this Runner started it.
 func (o *ops) taskStarts() map[int32]int {
 	o.mu.Lock()
@@ -286,30 +277,10 @@ func (o *ops) taskStarts() map[int32]int {
 	return maps.Clone(o.starts)
 }
 
-// tasks records the running and pending tasks, and the number of tasks
-// still starting (fencing, not pending yet); the caller holds the batch
-// lock. A store leaves the queryable set before it closes.
-func (o *ops) tasks(running, pending map[int32]*task.Task, starting int) {
-	o.qmu.Lock()
-	var gone []int32
-	for n := range o.stores {
-		if running[n] == nil {
-			delete(o.stores, n)
-			gone = append(gone, n)
-		}
-	}
-	for n, t := range running {
-		if o.stores == nil {
-			o.stores = map[int32]*store.Store{}
-		}
-		o.stores[n] = t.Store()
-	}
-	o.qmu.Unlock()
-	for _, n := range gone {
-		o.m.EntriesChanged(n) // takes the recorder's lock: not under qmu
-	}
-	o.m.Tasks(len(running), len(pending)+starting)
-
+// Tasks records the running and pending tasks, and the number of tasks
+// still starting (fencing, not pending yet): the restores that ended, and
+// the State. The engine holds its batch lock.
+func (o *ops) Tasks(running, pending map[int32]*task.Task, starting int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for n, began := range o.restoring {
@@ -339,9 +310,9 @@ func (o *ops) tasks(running, pending map[int32]*task.Task, starting int) {
 // restoreLogEvery is how often a restore logs its progress.
 const restoreLogEvery = 5 * time.Second
 
-// restoreContext makes the restore of task n report its progress: to the
+// RestoreContext makes the restore of task n report its progress: to the
 // metrics, and to the log every restoreLogEvery.
-func (o *ops) restoreContext(ctx context.Context, n int32) context.Context {
+func (o *ops) RestoreContext(ctx context.Context, n int32) context.Context {
 	o.mu.Lock()
 	if o.restoring == nil {
 		o.restoring = map[int32]time.Time{}
@@ -366,57 +337,4 @@ func (o *ops) restoreContext(ctx context.Context, n int32) context.Context {
 			"offsets_done", done, "offsets_total", p.End-p.Start, "records", p.Records,
 			"rate_per_s", int64(rate), "eta", eta)
 	})
-}
-
-// source is the scrape-time metrics source of a transformer run.
-type source struct {
-	o  *ops
-	rn *run
-}
-
-// Lag returns the lag of every partition of the input topics, whichever
-// instance runs it: lag stays visible while any instance lives.
-func (s source) Lag(ctx context.Context) (map[imetrics.TP]int64, error) {
-	return groupLag(ctx, s.rn.adm, s.o.cfg.Group(), s.o.cfg.InputTopics)
-}
-
-// groupLag returns the last stable offset minus group's committed offset
-// (0 without a commit) of every partition of ts.
-func groupLag(ctx context.Context, adm *kadm.Client, group string, ts []string) (map[imetrics.TP]int64, error) {
-	lso, err := adm.ListCommittedOffsets(ctx, ts...)
-	if err != nil {
-		return nil, err
-	}
-	committed, err := adm.FetchOffsets(ctx, group)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[imetrics.TP]int64)
-	lso.Each(func(end kadm.ListedOffset) {
-		if end.Err != nil {
-			return
-		}
-		at := int64(0)
-		if o, ok := committed.Lookup(end.Topic, end.Partition); ok && o.Err == nil && o.At >= 0 {
-			at = o.At
-		}
-		out[imetrics.TP{Topic: end.Topic, Partition: end.Partition}] = max(end.Offset-at, 0)
-	})
-	return out, nil
-}
-
-func (s source) Stores(fn func(int32, *store.Store)) {
-	s.o.qmu.RLock()
-	defer s.o.qmu.RUnlock()
-	for n, st := range s.o.stores {
-		if st != nil {
-			fn(n, st)
-		}
-	}
-}
-
-func (source) Configs() (int, func([]byte) bool) { return 0, nil }
-
-func (s source) StandbyLag(ctx context.Context) (map[int32]int64, error) {
-	return s.rn.standbyLag(ctx)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flechtwerk/flechtwerk/internal/engine/transform"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/metrics"
 )
@@ -135,7 +136,7 @@ func TestHealthyLoop(t *testing.T) {
 
 	first := r.ops.beat.Load()
 	require.NotZero(t, first)
-	kafkatest.WaitFor(t, 3*loopTick, "the idle loop comes round", func() bool { return r.ops.beat.Load() > first })
+	kafkatest.WaitFor(t, 3*transform.LoopTick, "the idle loop comes round", func() bool { return r.ops.beat.Load() > first })
 	require.NoError(t, r.Healthy())
 
 	// A stalled loop: its last round is older than the bound.

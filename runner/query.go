@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/flechtwerk/flechtwerk/internal/engine/transform"
+	"github.com/flechtwerk/flechtwerk/store"
 )
 
 // ErrNotOwner is matched (errors.Is) by a *NotOwnerError.
@@ -90,31 +93,27 @@ func (r *Runner) withStore(ctx context.Context, partition int32, fn func(storeRe
 	if r.proc == nil || !r.proc.Stateful() {
 		return fmt.Errorf("%w: application %s runs no stateful transformer", ErrNotQueryable, r.cfg.ApplicationID)
 	}
-	o := &r.ops
-	o.qmu.RLock()
-	st, ok := o.stores[partition]
-	if ok && st != nil {
-		defer o.qmu.RUnlock()
-		if err := fn(st); err != nil {
+	if q := r.ops.query(); q != nil {
+		ok, err := q.ReadStore(partition, func(st *store.Store) error { return fn(st) })
+		if err != nil {
 			return fmt.Errorf("runner: reading the store of partition %d: %w", partition, err)
 		}
-		return nil
+		if ok {
+			return nil
+		}
 	}
-	o.qmu.RUnlock()
 	return r.notOwner(ctx, partition)
 }
 
 // notOwner describes the group to name the owner of partition.
 func (r *Runner) notOwner(ctx context.Context, partition int32) error {
 	o := &r.ops
-	o.mu.Lock()
-	rn := o.rn
-	o.mu.Unlock()
-	if rn == nil {
+	q := o.query()
+	if q == nil {
 		return fmt.Errorf("%w: Run is not running (state %s)", ErrNotQueryable, o.stateNow())
 	}
 	e := &NotOwnerError{Application: r.cfg.ApplicationID, Partition: partition}
-	groups, err := rn.adm.DescribeGroups(ctx, r.cfg.Group())
+	groups, err := q.Admin().DescribeGroups(ctx, r.cfg.Group())
 	if err == nil {
 		err = groups.Error()
 	}
@@ -122,7 +121,7 @@ func (r *Runner) notOwner(ctx context.Context, partition int32) error {
 		e.Err = err
 		return e
 	}
-	self := rn.consumer.GroupMetadata
+	self := q.MemberID()
 	for _, g := range groups {
 		for _, m := range g.Members {
 			ca, ok := m.Assigned.AsConsumer()
@@ -137,7 +136,7 @@ func (r *Runner) notOwner(ctx context.Context, partition int32) error {
 					if p != partition {
 						continue
 					}
-					if id, _ := self(); id == m.MemberID {
+					if self == m.MemberID {
 						e.Self = true
 						return e
 					}
@@ -158,4 +157,11 @@ func (o *ops) stateNow() State {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.state
+}
+
+// query returns the running transformer engine, nil when none runs.
+func (o *ops) query() *transform.Query {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.q
 }

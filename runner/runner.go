@@ -9,9 +9,10 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/batch"
 	"github.com/flechtwerk/flechtwerk/internal/bridge"
 	"github.com/flechtwerk/flechtwerk/internal/config"
-	"github.com/flechtwerk/flechtwerk/internal/extract"
+	"github.com/flechtwerk/flechtwerk/internal/engine/extract"
+	sinkengine "github.com/flechtwerk/flechtwerk/internal/engine/sink"
+	"github.com/flechtwerk/flechtwerk/internal/engine/transform"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
-	"github.com/flechtwerk/flechtwerk/internal/tracing"
 )
 
 // Stage is what a Runner runs: a *transformer.Stage (NewTransformer), an
@@ -32,16 +33,12 @@ type Runner struct {
 	proc    stage.Transformer // a transformer
 	ex      *extract.Engine   // an extractor
 	policy  *batch.Policy     // a transformer's invalid-record policy
-	tracer  *tracing.Tracer   // a transformer's, nil: tracing off
 	snk     stage.Sink        // a sink
 	brs     bridge.Stage      // a bridge (package mqttbridge)
 	br      *bridge.Engine
 	life    flechtwerk.Lifecycle // the stage's, nil: none (lifecycle.go)
 	started atomic.Bool
 	ops     ops
-	// standbySrc tells the member its standby tasks (StandbyReplicas);
-	// nil: none are handed out.
-	standbySrc standbyAssignment
 }
 
 // ErrRunTwice is returned by a second call of Run on the same Runner.
@@ -150,7 +147,7 @@ func newRunner[O interface{ apply(*config.Options) }](kind config.Kind, s Stage,
 	}
 	errs = append(errs, r.initOps())
 	if r.snk != nil {
-		errs = append(errs, r.validateSink())
+		errs = append(errs, sinkengine.Validate(&r.cfg, r.snk))
 	}
 	err := errors.Join(errs...)
 	if err != nil {
@@ -162,10 +159,9 @@ func newRunner[O interface{ apply(*config.Options) }](kind config.Kind, s Stage,
 		// The policy goes to every task (task.Config.Policy), which
 		// passes it to every batch (internal/batch applies it).
 		r.policy = r.cfg.Policy()
-		r.tracer = tracing.New(r.cfg.TracerProvider, r.cfg.Propagator, r.cfg.ApplicationID)
 	}
 	if r.snk != nil {
-		r.policy = r.cfg.Policy() // applied by the sink run (sink.go)
+		r.policy = r.cfg.Policy() // applied by the sink engine
 	}
 	if x != nil {
 		r.ex = extract.New(&r.cfg, x)
@@ -190,7 +186,11 @@ func (r *Runner) Changelog() string { return r.cfg.Changelog() }
 // flechtwerk.Lifecycle, Run opens it before anything is consumed or polled
 // (an error is an *OpenError and ends Run at once) and closes it after
 // everything Run started has stopped, joining Close's error into Run's.
-func (r *Runner) Run(ctx context.Context) (err error) {
+func (r *Runner) Run(ctx context.Context) error { return r.run(ctx, transform.Hooks{}) }
+
+// run is Run with the transformer engine's test knobs: tests of this
+// package pass them, Run passes none.
+func (r *Runner) run(ctx context.Context, hooks transform.Hooks) (err error) {
 	if !r.started.CompareAndSwap(false, true) {
 		return ErrRunTwice
 	}
@@ -213,13 +213,17 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		})
 	}
 	if r.snk != nil {
-		return r.runSink(ctx) // a sink has no stores
+		// A sink has no stores.
+		return sinkengine.Run(ctx, sinkengine.Params{Cfg: &r.cfg, Sink: r.snk, Policy: r.policy})
 	}
 	defer r.pruneStores(ctx)()
 	if r.ex != nil {
 		return r.ex.Run(ctx)
 	}
-	return r.runTransformer(ctx)
+	return transform.Run(ctx, transform.Params{
+		Cfg: &r.cfg, Proc: r.proc, Policy: r.policy, Ops: &r.ops,
+		ClientID: r.ops.clientID(), Hooks: hooks,
+	})
 }
 
 // Wake polls the config of key now, ahead of its PollInterval, for sources
@@ -239,6 +243,12 @@ func (r *Runner) Wake(key []byte) bool {
 		return false
 	}
 	return r.ex.Wake(key)
+}
+
+// sinkOf returns the engine view of s when s is a sink, else nil.
+func sinkOf(s Stage) stage.Sink {
+	v, _ := stage.SinkOf(s)
+	return v
 }
 
 // bridgeOf returns the engine view of s when s is a bridge, else nil.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,21 +77,17 @@ func startStandbyRunner(t *testing.T, c *kafkatest.Cluster, app, in, out string)
 
 // offsets returns the run's changelogOffsets and its standby tasks.
 func (s *standbyRun) offsets() (map[int32]int64, []int32) {
-	s.r.ops.mu.Lock()
-	rn := s.r.ops.rn
-	s.r.ops.mu.Unlock()
-	if rn == nil || rn.standby.mgr == nil {
+	q := s.r.ops.query()
+	if q == nil {
 		return nil, nil
 	}
-	return rn.changelogOffsets(), rn.standby.mgr.Tasks()
+	return q.Standbys()
 }
 
 // runs reports whether the run runs task n.
 func (s *standbyRun) runs(n int32) bool {
-	s.r.ops.qmu.RLock()
-	defer s.r.ops.qmu.RUnlock()
-	_, ok := s.r.ops.stores[n]
-	return ok
+	q := s.r.ops.query()
+	return q != nil && slices.Contains(q.Stores(), n)
 }
 
 func (s *standbyRun) stop(t *testing.T) {

@@ -2,10 +2,7 @@ package runner
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
-	"time"
 )
 
 // runState describes what r is doing, for a test whose wait timed out: its
@@ -22,69 +19,13 @@ func runState(r *Runner) string {
 		fmt.Fprintf(&b, " (%v)", err)
 	}
 	fmt.Fprintf(&b, "; stats %+v; task starts %v\n", r.Stats(), r.ops.taskStarts())
-	r.ops.mu.Lock()
-	rn := r.ops.rn
-	r.ops.mu.Unlock()
-	if rn == nil {
+	q := r.ops.query()
+	if q == nil {
 		b.WriteString("no run attached (Run not started or ended)\n")
 		return b.String()
 	}
-	b.WriteString(within(5*time.Second, "the batch lock (run.mu)", func() string {
-		rn.mu.Lock()
-		defer rn.mu.Unlock()
-		var restores []string
-		for _, n := range slices.Sorted(maps.Keys(rn.restores)) {
-			kind := "restore"
-			if rn.restores[n].fence {
-				kind = "start (fence)"
-			}
-			restores = append(restores, fmt.Sprintf("%d:%s", n, kind))
-		}
-		return fmt.Sprintf("tasks running %v, pending %v, starting or restoring %v, restarting %v, re-seeks queued %v, workers %v\n",
-			slices.Sorted(maps.Keys(rn.tasks)), slices.Sorted(maps.Keys(rn.pending)), restores,
-			slices.Sorted(maps.Keys(rn.restarting)), slices.Sorted(maps.Keys(rn.seeks)), slices.Sorted(maps.Keys(rn.workers)))
-	}))
-	b.WriteString(within(5*time.Second, "the recovery lock (run.fmu)", func() string {
-		rn.fmu.Lock()
-		defer rn.fmu.Unlock()
-		var fs []string
-		for _, n := range slices.Sorted(maps.Keys(rn.failing)) {
-			f := rn.failing[n]
-			fs = append(fs, fmt.Sprintf("task %d: failing for %v, %d re-initializations, queued %v, next in %v: %v",
-				n, time.Since(f.since).Round(time.Millisecond), f.tries, f.queued, time.Until(f.next).Round(time.Millisecond), f.cause))
-		}
-		lost := "never"
-		if !rn.groupLostAt.IsZero() {
-			lost = time.Since(rn.groupLostAt).Round(time.Millisecond).String() + " ago"
-		}
-		return fmt.Sprintf("failing tasks %d %v; group session lost without an assignment since: %s\n", len(fs), fs, lost)
-	}))
-	if rn.standby.mgr != nil {
-		b.WriteString(within(5*time.Second, "the standby locks", func() string {
-			rn.standby.mu.Lock()
-			held := slices.Clone(rn.standby.held)
-			rn.standby.mu.Unlock()
-			return fmt.Sprintf("standby tasks set %v, held by the manager %v, their checkpoints %v\n",
-				held, rn.standby.mgr.Tasks(), rn.standby.mgr.Offsets())
-		}))
-	}
-	b.WriteString(within(5*time.Second, "the store locks", func() string {
-		return fmt.Sprintf("changelog offsets of the stores held (reported to the balancer) %v\n", rn.changelogOffsets())
-	}))
+	b.WriteString(q.Describe())
 	return b.String()
-}
-
-// within runs fn, giving up after d (fn keeps running): what names the
-// lock fn may block on.
-func within(d time.Duration, what string, fn func() string) string {
-	ch := make(chan string, 1)
-	go func() { ch <- fn() }()
-	select {
-	case s := <-ch:
-		return s
-	case <-time.After(d):
-		return fmt.Sprintf("(%s still held after %v)\n", what, d)
-	}
 }
 
 // lastLines returns the last n lines of s.

@@ -22,7 +22,7 @@ type Batch struct {
 	// for Stats
 	inputs  []topicInput
 	invalid invalidCounts
-	// for the commit span (Config.Tracer only)
+	// for the commit span (Config.TracerProvider only)
 	trace *traced
 }
 
@@ -52,7 +52,7 @@ func (t *Task) Process(ctx context.Context, recs []*kgo.Record, sem chan struct{
 		State:       t.get,
 		Sem:         sem,
 		Name:        fmt.Sprintf("task %d", t.cfg.Partition),
-		Tracer:      t.cfg.Tracer,
+		Tracer:      t.tracer,
 		Policy:      t.cfg.Policy,
 	}, recs)
 	if err != nil {
@@ -61,7 +61,7 @@ func (t *Task) Process(ctx context.Context, recs []*kgo.Record, sem chan struct{
 	b := &Batch{outputs: res.Outputs, writes: res.Writes, Offsets: res.Offsets, Records: res.Records,
 		inputs:  addInputs(make([]topicInput, 0, len(t.cfg.InputTopics)), recs),
 		invalid: invalidCounts{res.Skipped, res.Substituted, res.DeadLettered}}
-	if t.cfg.Tracer != nil {
+	if t.tracer != nil {
 		var spans []trace.SpanContext
 		if res.Spans != nil {
 			spans = *res.Spans

@@ -1,8 +1,8 @@
 // Package task runs one task: partition N of every input topic of a
 // transformer, with its transactional producer, its store and its
-// changelog partition. It is the runtime's: package runner calls it (and
-// tests of this module); users run transformers through runner.NewTransformer, never
-// through a Task.
+// changelog partition. Users run transformers through
+// runner.NewTransformer, whose engine runs the tasks; a Task runs a
+// process.Processor, the contract package transformer implements.
 //
 // Files: batch.go runs a batch (Process, through internal/batch, the batch
 // semantics shared with transformertest); open.go holds the open
@@ -58,7 +58,9 @@
 // task then refuses the store read and the Commit that would follow, so an
 // abandoned batch never becomes visible. Close aborts an open transaction.
 //
-// Called by package runner only. The batch semantics are in batch.go
-// (internal/batch), the lifecycle and the transaction (internal/txn) in
-// task.go.
+// The transformer engine (behind runner.New) starts the tasks; a test or a
+// tool can drive a Task directly with any process.Processor (package
+// task/process, the contract a task runs). The batch semantics are in
+// batch.go (internal/batch), the lifecycle and the transaction
+// (internal/txn) in task.go.
 package task

@@ -36,7 +36,7 @@ type open struct {
 	// stats of every batch added since the last commit (inputs and
 	// policy counts also of empty batches)
 	stats Stats
-	// trace of every batch added since the last commit (Config.Tracer
+	// trace of every batch added since the last commit (Config.TracerProvider
 	// only)
 	trace *traced
 }
@@ -46,7 +46,7 @@ type open struct {
 // to the producer at once, without waiting for their results, and its
 // state writes to the overlay); an empty one only advances the offsets.
 // A transaction opens with the input offsets' partition joined
-// (txn.Txn.AddOffsets), before its first record is sent; ctx bounds that.
+// (AddOffsetsToTxn), before its first record is sent; ctx bounds that.
 // See Pending and CommitOpen.
 func (t *Task) Add(ctx context.Context, b *Batch) error {
 	t.mu.RLock()
@@ -195,7 +195,7 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 		o.txn.Send(r)
 	}
 	var span trace.Span
-	if t.cfg.Tracer != nil {
+	if t.tracer != nil {
 		span = t.startCommit(ctx, &o, len(writes))
 	}
 	tm, err := o.txn.End(ctx, &txn.Offsets{

@@ -11,14 +11,16 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/internal/batch"
 	"github.com/flechtwerk/flechtwerk/internal/config"
-	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/internal/tracing"
 	"github.com/flechtwerk/flechtwerk/internal/txn"
 	"github.com/flechtwerk/flechtwerk/store"
+	"github.com/flechtwerk/flechtwerk/task/process"
 )
 
 // Config describes one task.
@@ -53,6 +55,12 @@ type Config struct {
 	// Policy decides what becomes of the invalid records of every batch
 	// (and counts them); nil is Crash.
 	Policy *batch.Policy
+	// TracerProvider, when not nil, traces the task's records and
+	// commits (the spans of runner.WithTracerProvider); nil is tracing
+	// off. Propagator reads and writes the trace context of record
+	// headers (nil: W3C trace context).
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
 }
 
 // Task is one running task.
@@ -60,7 +68,8 @@ type Task struct {
 	cfg      Config
 	producer *txn.Producer
 	store    *store.Store
-	proc     stage.Transformer
+	proc     process.Processor
+	tracer   *tracing.Tracer // nil: tracing off
 	topicIdx map[string]int
 
 	// mu guards closed against the producer and the store: Commit and
@@ -84,7 +93,7 @@ var ErrClosed = errors.New("task: closed")
 
 // Start creates the task's transactional producer and fences every previous
 // owner of its transactional ID (step 1). It opens no store yet.
-func Start(ctx context.Context, cfg Config, proc stage.Transformer) (*Task, error) {
+func Start(ctx context.Context, cfg Config, proc process.Processor) (*Task, error) {
 	// Records go out as soon as they are computed; they batch up behind
 	// the requests in flight per broker anyway. The user's options come
 	// after and win. A produce that kgo retries only after a metadata
@@ -105,7 +114,8 @@ func Start(ctx context.Context, cfg Config, proc stage.Transformer) (*Task, erro
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Task{cfg: cfg, producer: p, proc: proc, topicIdx: idx}, nil
+	return &Task{cfg: cfg, producer: p, proc: proc, topicIdx: idx,
+		tracer: tracing.New(cfg.TracerProvider, cfg.Propagator, cfg.ApplicationID)}, nil
 }
 
 // Partition returns the task's partition number.

@@ -69,7 +69,7 @@ func (t *Task) startCommit(ctx context.Context, o *open, stateWrites int) trace.
 	if tr == nil {
 		tr = &traced{}
 	}
-	_, span := t.cfg.Tracer.StartCommit(ctx, &tracing.Commit{
+	_, span := t.tracer.StartCommit(ctx, &tracing.Commit{
 		Task:        t.cfg.Partition,
 		Records:     tr.records,
 		Outputs:     o.outputs,

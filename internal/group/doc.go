@@ -1,6 +1,8 @@
-// Package group builds the options of the runners' consumer group members,
-// in one place for the transformer runner, the sink and the extractor, and
-// holds the transformer runner's group balancer.
+// Package group builds the options of the engines' consumer group members,
+// in one place for the transformer, sink and extractor engines, holds the
+// transformer engine's group balancer, and the group requests they share:
+// committed offsets with patience for a coordinator that is not ready
+// (offsets.go), the group's lag, and the wording of poll errors.
 //
 // # Balancer
 //

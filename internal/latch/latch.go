@@ -1,6 +1,6 @@
-// Package latch holds the first fatal error of a Run, for the transformer
-// runner and the extractor engine: group callbacks and pollers set it, the
-// main loop reads it. Only those two use it.
+// Package latch holds the first fatal error of a Run, for the engines (the
+// transformer, sink and extractor engines): group callbacks and pollers set
+// it, the main loop reads it.
 package latch
 
 import "sync"

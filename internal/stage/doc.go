@@ -2,7 +2,9 @@
 // interfaces through which the engines drive a transformer (Transformer),
 // an extractor (Extractor, Page) and a sink (Sink), and the Handle that
 // ties a user-facing stage value to its engine view, without the
-// user-facing packages exporting any of it.
+// user-facing packages exporting any of it. A transformer's view
+// (Transformer, Input, Result, Op) is the public contract of package
+// task/process, under aliases.
 //
 // A user-facing stage type (transformer.Stage, extractor.Stage,
 // sink.Stage, mqttbridge.Bridge) embeds a Handle under an unexported alias,

@@ -5,7 +5,7 @@
 // A standby is a restore that never ends. For each standby task the
 // Manager takes the task's store in the state directory (under its lock,
 // like any opener), brings it up to the changelog's last stable offset
-// with changelog.RecoverUnfenced (warm from the store's checkpoint when it
+// with restore.RecoverUnfenced (internal/restore) (warm from the store's checkpoint when it
 // is usable, else wiped and restored in full: the rules of a task restore),
 // and then keeps applying the committed changelog records of the
 // partition as the active owner commits them, each fetch's writes and the

@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/flechtwerk/flechtwerk/changelog"
+	"github.com/flechtwerk/flechtwerk/internal/restore"
 	"github.com/flechtwerk/flechtwerk/store"
 )
 
@@ -301,7 +301,7 @@ func (m *Manager) restore(ctx context.Context, r *replica, wipe bool) error {
 			return fmt.Errorf("standby: restoring %s partition %d: %w", c.Changelog, r.n, err)
 		}
 	}
-	_, retention, err := changelog.Describe(ctx, c.Admin, c.Changelog)
+	_, retention, err := restore.Describe(ctx, c.Admin, c.Changelog)
 	if err != nil {
 		return fmt.Errorf("standby: restoring %s partition %d: %w", c.Changelog, r.n, err)
 	}
@@ -320,16 +320,16 @@ func (m *Manager) restore(ctx context.Context, r *replica, wipe bool) error {
 }
 
 // recover brings st up to the last stable offset of partition n. A
-// checkpoint above the last stable offset (changelog.ErrUnstable: the
+// checkpoint above the last stable offset (restore.ErrUnstable: the
 // previous owner's last transaction, often this instance's own, is not
 // complete yet) is tried again until the transaction completes, or ctx
 // ends; it is not wiped.
-func (m *Manager) recover(ctx context.Context, n int32, st *store.Store) (changelog.Result, error) {
+func (m *Manager) recover(ctx context.Context, n int32, st *store.Store) (restore.Result, error) {
 	c := &m.cfg
 	backoff := 20 * time.Millisecond
 	for logged := false; ; {
-		res, err := changelog.RecoverUnfenced(ctx, c.Admin, c.Changelog, n, st, c.KafkaOpts...)
-		if !errors.Is(err, changelog.ErrUnstable) {
+		res, err := restore.RecoverUnfenced(ctx, c.Admin, c.Changelog, n, st, c.KafkaOpts...)
+		if !errors.Is(err, restore.ErrUnstable) {
 			return res, err
 		}
 		if !logged {
@@ -412,7 +412,7 @@ func (m *Manager) applyLocked(topicID [16]byte, p *kgo.FetchPartition) {
 	if last == nil {
 		return
 	}
-	if !changelog.Trusted(r.cpTime, r.retention, time.Now()) {
+	if !restore.Trusted(r.cpTime, r.retention, time.Now()) {
 		// Records above the checkpoint were written after its time; a
 		// tombstone among them older than delete.retention.ms may have
 		// been cleaned away before this standby read it.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
+	"github.com/flechtwerk/flechtwerk/internal/restore"
 	"github.com/flechtwerk/flechtwerk/store"
 )
 
@@ -341,7 +342,7 @@ func TestStandbyWaitsForMarkers(t *testing.T) {
 			// checkpoint after its record, and a key the changelog does
 			// not have, which only a wipe removes.
 			dir := t.TempDir()
-			id, _, err := changelog.Describe(ctx, c.Adm, topic)
+			id, _, err := restore.Describe(ctx, c.Adm, topic)
 			require.NoError(t, err)
 			st, err := store.Open(ctx, store.Dir(dir, app, 0), store.Options{ApplicationID: app})
 			require.NoError(t, err)

@@ -43,7 +43,7 @@ func TestTransient(t *testing.T) {
 		{context.Canceled, false},
 		{kgo.ErrClientClosed, false},
 		{fencing.Classify("app-0", kerr.InvalidProducerEpoch), false},
-		{fencing.ClassifyCommit("app-0", kerr.InvalidTxnState), false},
+		{classifyCommit("app-0", kerr.InvalidTxnState), false},
 		{kerr.ProducerFenced, false},
 		{kerr.InvalidProducerIDMapping, false},
 		{errors.Join(kerr.OutOfOrderSequenceNumber, fmt.Errorf("abort: %w", kerr.InvalidProducerIDMapping)), false},

@@ -495,7 +495,7 @@ func (x *Txn) end(ctx context.Context, offsets *Offsets) (Timing, error) {
 		return tm, p.abort(ctx, pidErr)
 	}
 	if err := p.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		return tm, p.abort(ctx, fmt.Errorf("commit: %w", txnACL(fencing.ClassifyCommit(p.id, err), p.id)))
+		return tm, p.abort(ctx, fmt.Errorf("commit: %w", txnACL(classifyCommit(p.id, err), p.id)))
 	}
 	tm.Total = time.Since(began)
 	return tm, nil

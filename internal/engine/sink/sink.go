@@ -1,4 +1,4 @@
-package runner
+package sink
 
 import (
 	"context"
@@ -16,56 +16,34 @@ import (
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/batch"
-	"github.com/flechtwerk/flechtwerk/internal/commit"
 	"github.com/flechtwerk/flechtwerk/internal/config"
+	"github.com/flechtwerk/flechtwerk/internal/engine/sink/acks"
 	"github.com/flechtwerk/flechtwerk/internal/group"
+	"github.com/flechtwerk/flechtwerk/internal/latch"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/internal/topics"
 	"github.com/flechtwerk/flechtwerk/sink"
 )
 
-// OffsetFetchError ends Run when a sink could not fetch the group's
-// committed offsets, at startup or when it was assigned partitions. Run
-// never falls back to the reset policy in that case: that would silently
-// re-read (or skip) what the group already committed. errors.Is matches
-// flechtwerk.ErrOffsetFetch.
-type OffsetFetchError struct {
-	Group string
-	// Topic and Partition name the partition whose offset failed, when
-	// the failure was one partition's; Topic is empty for the request.
-	Topic     string
-	Partition int32
-	Err       error
-}
-
-func (e *OffsetFetchError) Error() string {
-	if e.Topic == "" {
-		return fmt.Sprintf("runner: %s: fetching the committed offsets of group %q: %v", flechtwerk.CodeOffsetFetch, e.Group, e.Err)
-	}
-	return fmt.Sprintf("runner: %s: fetching the committed offset of group %q for %s[%d]: %v",
-		flechtwerk.CodeOffsetFetch, e.Group, e.Topic, e.Partition, e.Err)
-}
-
-func (e *OffsetFetchError) Unwrap() error { return e.Err }
-
-// Is matches flechtwerk.ErrOffsetFetch.
-func (e *OffsetFetchError) Is(target error) bool { return target == flechtwerk.ErrOffsetFetch }
-
-func sinkOf(s Stage) stage.Sink {
-	v, _ := stage.SinkOf(s)
-	return v
-}
-
-// validateSink checks the delivery settings against the sink's mode (the
+// Validate checks the delivery settings of c against the mode of snk (the
 // sink reports a missing mode itself).
-func (r *Runner) validateSink() error {
-	switch r.snk.Delivery() {
+func Validate(c *config.Options, snk stage.Sink) error {
+	switch snk.Delivery() {
 	case stage.AtLeastOnce:
-		return r.cfg.ValidateDelivery(true)
+		return c.ValidateDelivery(true)
 	case stage.AtMostOnce:
-		return r.cfg.ValidateDelivery(false)
+		return c.ValidateDelivery(false)
 	}
 	return nil
+}
+
+// Params is what a sink engine runs with. Cfg has been validated (with
+// Validate) and has its logger and metrics.
+type Params struct {
+	Cfg  *config.Options
+	Sink stage.Sink
+	// Policy is the InvalidRecords policy of Cfg.
+	Policy *batch.Policy
 }
 
 // sinkRun is one Run of a sink.
@@ -74,25 +52,22 @@ type sinkRun struct {
 	snk      stage.Sink
 	atLeast  bool
 	adm      *kadm.Client
-	tracker  *commit.Tracker // at-least-once only
+	tracker  *acks.Tracker // at-least-once only
 	consumer *kgo.Client
 	pol      *batch.Policy // the InvalidRecords policy
 	dlq      *kgo.Client   // the dead-letter producer of batch.DeadLetter
 
-	fatalOnce sync.Once
-	fatal     chan error
+	// fatal holds an error of a group callback that ends Run; the loop
+	// reads it before each poll.
+	fatal latch.Latch
 }
 
-func (sr *sinkRun) fail(err error) {
-	sr.fatalOnce.Do(func() { sr.fatal <- err })
-}
-
-// runSink is Run for a sink: it checks the input topics and that the
+// Run runs a sink: it checks the input topics and that the
 // group's committed offsets can be fetched, joins the group and runs the
 // poll-write-commit loop until ctx ends or an error does; then it commits
 // what was written synchronously (at-least-once) and leaves the group.
-func (r *Runner) runSink(ctx context.Context) error {
-	c := &r.cfg
+func Run(ctx context.Context, p Params) error {
+	c := p.Cfg
 	base := c.ClientOpts()
 	admCl, err := kgo.NewClient(base...)
 	if err != nil {
@@ -101,11 +76,10 @@ func (r *Runner) runSink(ctx context.Context) error {
 	defer admCl.Close()
 	sr := &sinkRun{
 		c:       c,
-		snk:     r.snk,
-		atLeast: r.snk.Delivery() == stage.AtLeastOnce,
+		snk:     p.Sink,
+		atLeast: p.Sink.Delivery() == stage.AtLeastOnce,
 		adm:     kadm.NewClient(admCl),
-		pol:     r.policy,
-		fatal:   make(chan error, 1),
+		pol:     p.Policy,
 	}
 	// Sinks do not need equal partition counts: check each topic alone.
 	for _, t := range c.InputTopics {
@@ -130,7 +104,7 @@ func (r *Runner) runSink(ctx context.Context) error {
 		return err
 	}
 	if sr.atLeast {
-		if sr.tracker, err = commit.New(commit.CommitKeepalive(c.CommitKeepalive)); err != nil {
+		if sr.tracker, err = acks.New(acks.CommitKeepalive(c.CommitKeepalive)); err != nil {
 			return err
 		}
 	}
@@ -138,7 +112,7 @@ func (r *Runner) runSink(ctx context.Context) error {
 		return fmt.Errorf("runner: consumer: %w", err)
 	}
 	defer c.Metrics.Attach(sinkSource{sr})()
-	c.Logger.Info("sink starting", "group", c.Group(), "topics", c.InputTopics, "delivery", r.snk.Delivery().String())
+	c.Logger.Info("sink starting", "group", c.Group(), "topics", c.InputTopics, "delivery", p.Sink.Delivery().String())
 	err = sr.loop(ctx)
 	if sr.atLeast {
 		sr.finalCommit()
@@ -189,7 +163,7 @@ func (sr *sinkRun) consumerOpts(base []kgo.Opt) []kgo.Opt {
 
 // committed fetches the group's committed offsets of the input topics
 // (only the partitions in want, when it is not nil): -1 for a partition
-// without a commit. Any failure is an *OffsetFetchError.
+// without a commit. Any failure is an *flechtwerk.OffsetFetchError.
 func (sr *sinkRun) committed(ctx context.Context, want map[string][]int32) (map[string]map[int32]int64, error) {
 	g := sr.c.Group()
 	ts := sr.c.InputTopics
@@ -208,7 +182,7 @@ func (sr *sinkRun) committed(ctx context.Context, want map[string][]int32) (map[
 		resps, err = kadm.OffsetResponses{}, nil
 	}
 	if err != nil {
-		return nil, &OffsetFetchError{Group: g, Err: err}
+		return nil, &flechtwerk.OffsetFetchError{Group: g, Err: err}
 	}
 	out := map[string]map[int32]int64{}
 	for _, t := range ts {
@@ -220,7 +194,7 @@ func (sr *sinkRun) committed(ctx context.Context, want map[string][]int32) (map[
 			return
 		}
 		if o.Err != nil {
-			errs = append(errs, &OffsetFetchError{Group: g, Topic: o.Topic, Partition: o.Partition, Err: o.Err})
+			errs = append(errs, &flechtwerk.OffsetFetchError{Group: g, Topic: o.Topic, Partition: o.Partition, Err: o.Err})
 			return
 		}
 		if out[o.Topic] == nil {
@@ -236,7 +210,7 @@ func (sr *sinkRun) committed(ctx context.Context, want map[string][]int32) (map[
 			if _, ok := out[t][p]; !ok && noGroup {
 				out[t][p] = -1
 			} else if !ok {
-				return nil, &OffsetFetchError{Group: g, Topic: t, Partition: p, Err: errors.New("missing from the coordinator's answer")}
+				return nil, &flechtwerk.OffsetFetchError{Group: g, Topic: t, Partition: p, Err: errors.New("missing from the coordinator's answer")}
 			}
 		}
 	}
@@ -246,7 +220,7 @@ func (sr *sinkRun) committed(ctx context.Context, want map[string][]int32) (map[
 // fetchOffsets fetches the group's committed offsets of ts, waiting out a
 // coordinator that is not ready (see fetchCommitted).
 func (sr *sinkRun) fetchOffsets(ctx context.Context, g string, ts []string) (kadm.OffsetResponses, error) {
-	return fetchCommitted(ctx, sr.adm, sr.c.Logger, g, ts)
+	return group.FetchCommitted(ctx, sr.adm, sr.c.Logger, g, ts)
 }
 
 // adjust decides the start offsets of newly assigned partitions: explicit
@@ -268,7 +242,7 @@ func (sr *sinkRun) adjust(ctx context.Context, offsets map[string]map[int32]kgo.
 			// Close): franz-go fetches again in the next session.
 			return nil, err
 		}
-		sr.fail(err)
+		sr.fatal.Set(err)
 		return nil, err
 	}
 	log := sr.c.Logger
@@ -277,14 +251,14 @@ func (sr *sinkRun) adjust(ctx context.Context, offsets map[string]map[int32]kgo.
 		if sr.snk.HasResume() {
 			if resume, err = sr.snk.Resume(ctx, t, ps); err != nil {
 				err = fmt.Errorf("runner: the sink's resume hook for topic %s partitions %v: %w", t, ps, err)
-				sr.fail(err)
+				sr.fatal.Set(err)
 				return nil, err
 			}
 		}
 		for _, p := range ps {
 			com := committed[t][p]
 			if sr.atLeast {
-				sr.tracker.Assign(commit.TopicPartition{Topic: t, Partition: p}, com)
+				sr.tracker.Assign(acks.TopicPartition{Topic: t, Partition: p}, com)
 			}
 			at, ok := resume[p]
 			switch {
@@ -309,10 +283,10 @@ func (sr *sinkRun) adjust(ctx context.Context, offsets map[string]map[int32]kgo.
 // before they move (at-least-once; the cycle's writes are done, see
 // BlockRebalanceOnPoll).
 func (sr *sinkRun) revoked(ctx context.Context, ps map[string][]int32) {
-	var offs []commit.Offset
+	var offs []acks.Offset
 	for t, parts := range ps {
 		for _, p := range parts {
-			if o, ok := sr.tracker.Revoke(commit.TopicPartition{Topic: t, Partition: p}); ok {
+			if o, ok := sr.tracker.Revoke(acks.TopicPartition{Topic: t, Partition: p}); ok {
 				offs = append(offs, o)
 			}
 		}
@@ -329,11 +303,9 @@ func (sr *sinkRun) pollTimeout() time.Duration {
 
 func (sr *sinkRun) loop(ctx context.Context) error {
 	for {
-		select {
-		case err := <-sr.fatal:
+		if err := sr.fatal.Err(); err != nil {
 			sr.consumer.AllowRebalance()
 			return err
-		default:
 		}
 		if ctx.Err() != nil {
 			return nil
@@ -344,7 +316,7 @@ func (sr *sinkRun) loop(ctx context.Context) error {
 		if fetches.IsClientClosed() {
 			return nil
 		}
-		if ferr := firstFetchError(fetches); ferr != nil {
+		if ferr := group.FirstFetchError(fetches); ferr != nil {
 			sr.consumer.AllowRebalance()
 			return ferr
 		}
@@ -367,7 +339,7 @@ func (sr *sinkRun) loop(ctx context.Context) error {
 // pending is one output to write with the ticket of its record.
 type pending struct {
 	out stage.Output
-	tk  commit.Ticket
+	tk  acks.Ticket
 	off int64
 }
 
@@ -375,7 +347,7 @@ type pending struct {
 // per partition, partitions in parallel (at most Concurrency at once).
 func (sr *sinkRun) cycle(ctx context.Context, fetches kgo.Fetches) error {
 	type part struct {
-		tp   commit.TopicPartition
+		tp   acks.TopicPartition
 		outs []pending
 	}
 	var parts []*part
@@ -384,12 +356,12 @@ func (sr *sinkRun) cycle(ctx context.Context, fetches kgo.Fetches) error {
 		if prepErr != nil || len(fp.Records) == 0 {
 			return
 		}
-		pt := &part{tp: commit.TopicPartition{Topic: fp.Topic, Partition: fp.Partition}}
+		pt := &part{tp: acks.TopicPartition{Topic: fp.Topic, Partition: fp.Partition}}
 		for _, rec := range fp.Records {
 			if rec.Attrs.IsControl() {
 				continue // a transaction marker: passed by Advance below
 			}
-			var tk commit.Ticket
+			var tk acks.Ticket
 			if sr.atLeast {
 				var err error
 				if tk, err = sr.tracker.Register(pt.tp, rec.Offset); err != nil {
@@ -509,24 +481,24 @@ func (sr *sinkRun) prepare(ctx context.Context, rec *kgo.Record) ([]stage.Output
 
 // commitAsync commits offs without waiting; a failure is logged with its
 // topic, partition and offset and retried with the next cycle's commit.
-func (sr *sinkRun) commitAsync(ctx context.Context, offs []commit.Offset) {
+func (sr *sinkRun) commitAsync(ctx context.Context, offs []acks.Offset) {
 	if len(offs) == 0 {
 		return
 	}
-	sr.consumer.CommitOffsets(ctx, commit.EpochOffsets(offs), func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	sr.consumer.CommitOffsets(ctx, acks.EpochOffsets(offs), func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		sr.commitDone(offs, resp, err, "async")
 	})
 }
 
-func (sr *sinkRun) commitSync(ctx context.Context, offs []commit.Offset, why string) {
-	sr.consumer.CommitOffsetsSync(ctx, commit.EpochOffsets(offs), func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+func (sr *sinkRun) commitSync(ctx context.Context, offs []acks.Offset, why string) {
+	sr.consumer.CommitOffsetsSync(ctx, acks.EpochOffsets(offs), func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		sr.commitDone(offs, resp, err, why)
 	})
 }
 
-func (sr *sinkRun) commitDone(offs []commit.Offset, resp *kmsg.OffsetCommitResponse, err error, why string) {
+func (sr *sinkRun) commitDone(offs []acks.Offset, resp *kmsg.OffsetCommitResponse, err error, why string) {
 	log := sr.c.Logger
-	failed := func(o commit.Offset, err error) {
+	failed := func(o acks.Offset, err error) {
 		// Not fatal: the group offset does not advance, and the records
 		// are re-delivered after a crash. Never silent.
 		log.Error("sink offset commit failed", "commit", why, "group", sr.c.Group(),
@@ -539,18 +511,18 @@ func (sr *sinkRun) commitDone(offs []commit.Offset, resp *kmsg.OffsetCommitRespo
 		}
 		return
 	}
-	perr := map[commit.TopicPartition]error{}
+	perr := map[acks.TopicPartition]error{}
 	if resp != nil {
 		for _, t := range resp.Topics {
 			for _, p := range t.Partitions {
 				if e := kerr.ErrorForCode(p.ErrorCode); e != nil {
-					perr[commit.TopicPartition{Topic: t.Topic, Partition: p.Partition}] = e
+					perr[acks.TopicPartition{Topic: t.Topic, Partition: p.Partition}] = e
 				}
 			}
 		}
 	}
 	for _, o := range offs {
-		if e := perr[commit.TopicPartition{Topic: o.Topic, Partition: o.Partition}]; e != nil {
+		if e := perr[acks.TopicPartition{Topic: o.Topic, Partition: o.Partition}]; e != nil {
 			failed(o, e)
 		} else {
 			sr.c.Metrics.SinkCommitted(o.Topic, o.Partition, o.Offset)

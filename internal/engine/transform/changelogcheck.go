@@ -1,4 +1,4 @@
-package runner
+package transform
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/changelog"
+	"github.com/flechtwerk/flechtwerk/internal/group"
 )
 
 // requireChangelogOrNewGroup refuses to start a stateful transformer whose
@@ -23,12 +24,12 @@ import (
 // when no committed offset accounts for state: a new group, offsets at 0
 // (nothing processed), or offsets a state reset committed (their metadata
 // is changelog.ResetMarker).
-func requireChangelogOrNewGroup(ctx context.Context, adm *kadm.Client, log *slog.Logger, topic, group string, inputs []string) error {
+func requireChangelogOrNewGroup(ctx context.Context, adm *kadm.Client, log *slog.Logger, topic, g string, inputs []string) error {
 	exists, err := topicExists(ctx, adm, topic)
 	if err != nil || exists {
 		return err
 	}
-	offs, err := fetchCommitted(ctx, adm, log, group, inputs)
+	offs, err := group.FetchCommitted(ctx, adm, log, g, inputs)
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		return nil // a new group: nothing committed
 	}
@@ -37,7 +38,7 @@ func requireChangelogOrNewGroup(ctx context.Context, adm *kadm.Client, log *slog
 	}
 	if err != nil {
 		// A failed fetch is not a "no": refuse rather than risk state loss.
-		return fmt.Errorf("runner: changelog %s is missing and the committed offsets of group %s could not be read: %w", topic, group, err)
+		return fmt.Errorf("runner: changelog %s is missing and the committed offsets of group %s could not be read: %w", topic, g, err)
 	}
 	var committed []string
 	offs.Each(func(o kadm.OffsetResponse) {
@@ -54,7 +55,7 @@ func requireChangelogOrNewGroup(ctx context.Context, adm *kadm.Client, log *slog
 		"the changelog does not exist, but group %s has committed input offsets (%s): the state they account for is gone; "+
 			"restore the changelog topic, or, to go on from empty state, stop every instance and reset offsets and state "+
 			"(flechtwerk reset %s --state, with --to earliest, latest or a time; it marks the offsets as a state reset)",
-		group, committed[0]+moreSuffix(len(committed)-1), group)
+		g, committed[0]+moreSuffix(len(committed)-1), g)
 }
 
 func moreSuffix(n int) string {

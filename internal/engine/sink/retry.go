@@ -1,10 +1,11 @@
-package runner
+package sink
 
 import (
 	"context"
 	"time"
 
-	"github.com/flechtwerk/flechtwerk/internal/commit"
+	"github.com/flechtwerk/flechtwerk/internal/engine/sink/acks"
+	"github.com/flechtwerk/flechtwerk/internal/group"
 	imetrics "github.com/flechtwerk/flechtwerk/internal/metrics"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/store"
@@ -12,7 +13,7 @@ import (
 
 // write writes the outputs of partition tp under the SinkRetry policy
 // (once without one), recording each Write call.
-func (sr *sinkRun) write(ctx context.Context, tp commit.TopicPartition, outs []stage.Output) error {
+func (sr *sinkRun) write(ctx context.Context, tp acks.TopicPartition, outs []stage.Output) error {
 	m := sr.c.Metrics
 	return sr.c.Retry.Sink.Do(ctx, func() error {
 		began := time.Now()
@@ -33,7 +34,7 @@ type sinkSource struct{ sr *sinkRun }
 // Lag returns the lag of every partition of the input topics, whichever
 // instance reads it.
 func (s sinkSource) Lag(ctx context.Context) (map[imetrics.TP]int64, error) {
-	return groupLag(ctx, s.sr.adm, s.sr.c.Group(), s.sr.c.InputTopics)
+	return group.Lag(ctx, s.sr.adm, s.sr.c.Group(), s.sr.c.InputTopics)
 }
 
 func (sinkSource) Stores(func(int32, *store.Store)) {}

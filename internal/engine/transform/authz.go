@@ -1,4 +1,4 @@
-package runner
+package transform
 
 import (
 	"errors"
@@ -6,13 +6,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk/internal/authz"
+	"github.com/flechtwerk/flechtwerk/internal/group"
 )
-
-// groupACL names the group ACL a refused group request needed (Read on the
-// group; see authz.Wrap).
-func groupACL(err error, group string) error {
-	return authz.Wrap(err, "Read", map[authz.Resource]string{authz.Group: group})
-}
 
 // fetchErr returns the error of a poll that ends Run, nil when there is
 // none: a canceled or expired poll context is no error, and a lost group
@@ -21,7 +16,7 @@ func groupACL(err error, group string) error {
 func (rn *run) fetchErr(fetches kgo.Fetches) error {
 	var ferr error
 	fetches.EachError(func(t string, p int32, err error) {
-		if ferr != nil || ignoredPollError(err) {
+		if ferr != nil || group.IgnoredPollError(err) {
 			return
 		}
 		var lost *kgo.ErrGroupSession
@@ -29,7 +24,7 @@ func (rn *run) fetchErr(fetches kgo.Fetches) error {
 			ferr = rn.groupSession(err)
 			return
 		}
-		ferr = fetchError(t, p, authz.Wrap(err, "Read", map[authz.Resource]string{authz.Topic: t, authz.Group: rn.r.cfg.Group()}))
+		ferr = group.FetchError(t, p, authz.Wrap(err, "Read", map[authz.Resource]string{authz.Topic: t, authz.Group: rn.c.Group()}))
 	})
 	return ferr
 }

@@ -1,4 +1,4 @@
-package runner
+package group
 
 import (
 	"errors"
@@ -14,13 +14,13 @@ import (
 // in integration provokes it on a broker), while real fetch errors keep
 // their topic and partition.
 func TestFetchErrorWording(t *testing.T) {
-	lost := fetchError("", 0, &kgo.ErrGroupSession{Err: kerr.UnknownMemberID})
+	lost := FetchError("", 0, &kgo.ErrGroupSession{Err: kerr.UnknownMemberID})
 	require.ErrorContains(t, lost, "runner: lost the consumer group session")
 	require.NotContains(t, lost.Error(), "fetching topic")
 	require.ErrorIs(t, lost, kerr.UnknownMemberID)
 	var gs *kgo.ErrGroupSession
 	require.True(t, errors.As(lost, &gs))
 
-	other := fetchError("in", 3, kerr.CorruptMessage)
+	other := FetchError("in", 3, kerr.CorruptMessage)
 	require.EqualError(t, other, "runner: fetching topic in partition 3: "+kerr.CorruptMessage.Error())
 }

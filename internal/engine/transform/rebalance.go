@@ -1,4 +1,4 @@
-package runner
+package transform
 
 import (
 	"context"
@@ -9,9 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/flechtwerk/flechtwerk/internal/group"
-
 	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/internal/group"
 	"github.com/flechtwerk/flechtwerk/task"
 )
 
@@ -60,7 +59,7 @@ func (rn *run) runRestore(ctx context.Context, n int32, t *task.Task, r *restore
 	var err error
 	select {
 	case rn.restoreSlot <- struct{}{}:
-		err = t.Restore(rn.r.ops.restoreContext(ctx, n), rn.adm)
+		err = t.Restore(rn.ops.RestoreContext(ctx, n), rn.adm)
 		<-rn.restoreSlot
 	case <-ctx.Done():
 		err = ctx.Err()
@@ -107,11 +106,13 @@ func (rn *run) runRestore(ctx context.Context, n int32, t *task.Task, r *restore
 	} else {
 		rn.consumer.ResumeFetchPartitions(rn.topicPartitions(n))
 	}
-	rn.r.cfg.Logger.Info("task running", "partition", n)
+	rn.c.Logger.Info("task running", "partition", n)
 }
 
 // publishTasks records the running tasks and those still starting or
-// restoring (ops.tasks); the caller holds the batch lock.
+// restoring: their stores become the queryable ones (a store leaves that
+// set before it closes), the metrics and Ops learn them. The caller holds
+// the batch lock.
 func (rn *run) publishTasks() {
 	starting := 0
 	for n := range rn.restores {
@@ -119,12 +120,28 @@ func (rn *run) publishTasks() {
 			starting++
 		}
 	}
-	rn.r.ops.tasks(rn.tasks, rn.pending, starting)
+	rn.qmu.Lock()
+	var gone []int32
+	for n := range rn.stores {
+		if rn.tasks[n] == nil {
+			delete(rn.stores, n)
+			gone = append(gone, n)
+		}
+	}
+	for n, t := range rn.tasks {
+		rn.stores[n] = t.Store()
+	}
+	rn.qmu.Unlock()
+	for _, n := range gone {
+		rn.c.Metrics.EntriesChanged(n) // takes the recorder's lock: not under qmu
+	}
+	rn.c.Metrics.Tasks(len(rn.tasks), len(rn.pending)+starting)
+	rn.ops.Tasks(rn.tasks, rn.pending, starting)
 }
 
 func (rn *run) topicPartitions(ns ...int32) map[string][]int32 {
-	m := make(map[string][]int32, len(rn.r.cfg.InputTopics))
-	for _, t := range rn.r.cfg.InputTopics {
+	m := make(map[string][]int32, len(rn.c.InputTopics))
+	for _, t := range rn.c.InputTopics {
 		m[t] = slices.Clone(ns)
 	}
 	return m
@@ -140,8 +157,8 @@ func (rn *run) topicPartitions(ns ...int32) map[string][]int32 {
 // committed offsets read after its fence (require-stable), like a
 // restarted task's (runRestore, applySeeks).
 func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[string][]int32) {
-	c := &rn.r.cfg
-	rn.r.ops.rebalance(true)
+	c := rn.c
+	rn.ops.Rebalance(true)
 	cl.PauseFetchPartitions(assigned)
 
 	held := group.Held(assigned)
@@ -214,13 +231,13 @@ func (rn *run) onAssigned(ctx context.Context, cl *kgo.Client, assigned map[stri
 // (startRestores), and its restore queues the re-seek of its partitions.
 func (rn *run) startTask(ctx context.Context, n int32, owner string) {
 	rn.owners[n] = owner
-	sctx, cancel := context.WithTimeout(ctx, rn.r.cfg.TaskTimeout)
+	sctx, cancel := context.WithTimeout(ctx, rn.c.TaskTimeout)
 	r := &restore{cancel: cancel, done: make(chan struct{}), fence: true}
 	rn.restores[n] = r
 	rn.restoreWG.Add(1)
 	go func() {
 		defer rn.restoreWG.Done()
-		t, err := task.Start(sctx, rn.taskConfig(n, owner), rn.r.proc)
+		t, err := task.Start(sctx, rn.taskConfig(n, owner), rn.proc)
 		cancel()
 
 		rn.mu.Lock()
@@ -245,7 +262,7 @@ func (rn *run) startTask(ctx context.Context, n int32, owner string) {
 			return
 		}
 		rn.pending[n] = t
-		rn.r.ops.started(n)
+		rn.ops.Started(n)
 		rn.publishTasks()
 		rn.poke() // the main loop starts its restore
 	}()
@@ -257,7 +274,7 @@ func (rn *run) startTask(ctx context.Context, n int32, owner string) {
 // away, with nothing at the end of every group session, and with
 // everything when the member leaves the group.
 func (rn *run) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
-	rn.r.ops.rebalance(false)
+	rn.ops.Rebalance(false)
 	ns := map[int32]bool{}
 	for _, ps := range revoked {
 		for _, p := range ps {
@@ -269,7 +286,7 @@ func (rn *run) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]
 	}
 	rn.release(ns)
 	rn.syncStandbys() // a task revoked here may be a standby of this instance now
-	rn.r.cfg.Logger.Info("partitions revoked", "revoked", revoked)
+	rn.c.Logger.Info("partitions revoked", "revoked", revoked)
 }
 
 // release stops the tasks in ns (every task when ns is nil). The worker of
@@ -313,7 +330,7 @@ func (rn *run) release(ns map[int32]bool) {
 			if !r.fence || ending {
 				r.cancel()
 			} else {
-				rn.r.cfg.Logger.Debug("task revoked while it starts; waiting for its fence", "partition", n)
+				rn.c.Logger.Debug("task revoked while it starts; waiting for its fence", "partition", n)
 			}
 			waits = append(waits, r.done)
 			delete(rn.restores, n) // a restore or a restart sees it was revoked

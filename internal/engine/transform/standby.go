@@ -1,4 +1,4 @@
-package runner
+package transform
 
 import (
 	"context"
@@ -32,8 +32,8 @@ type standbys struct {
 // startStandbys starts the standby manager when StandbyReplicas asks for
 // replicas; src is where the member learns its standby tasks.
 func (rn *run) startStandbys(src standbyAssignment) error {
-	c := &rn.r.cfg
-	if c.StandbyReplicas == 0 || !rn.r.proc.Stateful() {
+	c := rn.c
+	if c.StandbyReplicas == 0 || !rn.proc.Stateful() {
 		return nil
 	}
 	if src == nil {
@@ -98,7 +98,7 @@ func (rn *run) syncStandbys() {
 		return
 	}
 	s.held = want
-	rn.r.cfg.Metrics.Standbys(len(want))
+	rn.c.Metrics.Standbys(len(want))
 }
 
 // closeStandbys stops every standby and closes their stores.
@@ -107,7 +107,7 @@ func (rn *run) closeStandbys() error {
 		return nil
 	}
 	err := rn.standby.mgr.Close()
-	rn.r.cfg.Metrics.Standbys(0)
+	rn.c.Metrics.Standbys(0)
 	if err != nil {
 		return fmt.Errorf("runner: %w", err)
 	}
@@ -125,9 +125,8 @@ func (rn *run) changelogOffsets() map[int32]int64 {
 	if rn.standby.mgr != nil {
 		maps.Copy(out, rn.standby.mgr.Offsets())
 	}
-	o := &rn.r.ops
-	o.qmu.RLock()
-	for n, st := range o.stores {
+	rn.qmu.RLock()
+	for n, st := range rn.stores {
 		if st == nil {
 			continue
 		}
@@ -135,7 +134,7 @@ func (rn *run) changelogOffsets() map[int32]int64 {
 			out[n] = next
 		}
 	}
-	o.qmu.RUnlock()
+	rn.qmu.RUnlock()
 	return out
 }
 

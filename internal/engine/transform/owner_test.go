@@ -1,4 +1,4 @@
-package runner
+package transform
 
 import (
 	"context"
@@ -27,26 +27,20 @@ func TestCommitsOnlyUnderTheOwningMember(t *testing.T) {
 	c.CreateTopic(t, in, 1)
 	c.CreateTopic(t, out, 1)
 	c.Produce(t, &kgo.Record{Topic: in, Partition: 0, Key: []byte("k"), Value: []byte("v")})
-	r, err := NewTransformer(echoCount(out), coopOpts(c.Brokers, app, in, t.TempDir(), "a")...)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() { cancel(); require.NoError(t, <-done) }()
+	s := start(t, c.Brokers, app, in, t.TempDir(), echoCount(out))
 	kafkatest.WaitFor(t, 60*time.Second, "offset 1 committed", func() bool {
 		return c.CommittedOffsets(t, app, in)[0] == 1
 	})
-	r.ops.mu.Lock()
-	rn := r.ops.rn
-	r.ops.mu.Unlock()
-	require.NotNil(t, rn)
+	q := s.ops.query()
+	require.NotNil(t, q)
+	rn := q.rn
 	member, gen := rn.consumer.GroupMetadata()
 	require.NotEmpty(t, member)
 
 	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer ccancel()
 	rewind := map[string]map[int32]kgo.EpochOffset{in: {0: {Epoch: -1, Offset: 0}}}
-	err = rn.commitDirect(cctx, rewind, "an-earlier-member-id")
+	err := rn.commitDirect(cctx, rewind, "an-earlier-member-id")
 	require.ErrorIs(t, err, kerr.UnknownMemberID)
 	require.Equal(t, map[int32]int64{0: 1}, c.CommittedOffsets(t, app, in), "the refused commit was not sent")
 

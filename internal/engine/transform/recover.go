@@ -1,4 +1,4 @@
-package runner
+package transform
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/fencing"
 	"github.com/flechtwerk/flechtwerk/internal/config"
+	"github.com/flechtwerk/flechtwerk/internal/group"
 	"github.com/flechtwerk/flechtwerk/internal/topics"
 	"github.com/flechtwerk/flechtwerk/internal/txn"
 	"github.com/flechtwerk/flechtwerk/task"
@@ -33,43 +34,8 @@ import (
 // group's committed offsets (read with require-stable after the fence).
 // The member stays in the group and Run goes on. A task that keeps failing
 // without one successful commit for TaskTimeout ends Run with a
-// *TaskTimeoutError; errors that are not transient (a fence by another
+// *flechtwerk.TaskTimeoutError; errors that are not transient (a fence by another
 // owner, an authorization error, a transform error, ...) end Run at once.
-
-// TaskTimeoutError ends Run when a task kept failing with transient broker
-// errors, and was re-initialized after each, without one successful commit
-// for longer than TaskTimeout (or when the group member could not rejoin
-// its group, or a startup step kept failing, for that long: Partition is
-// then -1 and Step says which). Nothing the task did not commit is visible;
-// its records are redelivered when it runs again. errors.Is(err,
-// flechtwerk.ErrTaskTimeout) holds, and the last cause stays in the chain.
-type TaskTimeoutError struct {
-	// Partition is the task's partition number; -1 for the group or a
-	// startup step.
-	Partition int32
-	// Step names what kept failing when Partition is -1.
-	Step string
-	// Restarts is how many times the task was re-initialized meanwhile.
-	Restarts int
-	// Timeout is the TaskTimeout that passed.
-	Timeout time.Duration
-	// Err is the last transient error.
-	Err error
-}
-
-func (e *TaskTimeoutError) Error() string {
-	if e.Partition < 0 {
-		return fmt.Sprintf("runner: %s: %s kept failing with transient errors for longer than TaskTimeout %v: %v",
-			flechtwerk.CodeTaskTimeout, e.Step, e.Timeout, e.Err)
-	}
-	return fmt.Sprintf("runner: %s: task %d kept failing with transient errors for longer than TaskTimeout %v (re-initialized %d times without a successful commit); nothing it did not commit is visible: %v",
-		flechtwerk.CodeTaskTimeout, e.Partition, e.Timeout, e.Restarts, e.Err)
-}
-
-// Is reports whether target is flechtwerk.ErrTaskTimeout.
-func (e *TaskTimeoutError) Is(target error) bool { return target == flechtwerk.ErrTaskTimeout }
-
-func (e *TaskTimeoutError) Unwrap() error { return e.Err }
 
 // txnError marks an error of a task's transaction (beginning it, producing,
 // committing), the only errors a task recovers from; a transform's error
@@ -144,7 +110,7 @@ func (rn *run) committed(n int32) {
 	if f := rn.failing[n]; f != nil && !f.queued {
 		delete(rn.failing, n)
 		rn.fmu.Unlock()
-		rn.r.cfg.Logger.Info("task recovered: committed after re-initialization", "partition", n, "restarts", f.tries, "after", time.Since(f.since).Round(time.Millisecond))
+		rn.c.Logger.Info("task recovered: committed after re-initialization", "partition", n, "restarts", f.tries, "after", time.Since(f.since).Round(time.Millisecond))
 		return
 	}
 	rn.fmu.Unlock()
@@ -179,7 +145,7 @@ func (rn *run) restartFailed(ctx context.Context) error {
 // them are dropped, until then. The start is tracked like a restore, so a
 // revocation of the task waits for it (release).
 func (rn *run) restartTask(ctx context.Context, n int32) error {
-	c := &rn.r.cfg
+	c := rn.c
 	rn.mu.Lock()
 	rn.fmu.Lock()
 	f := rn.failing[n]
@@ -208,7 +174,7 @@ func (rn *run) restartTask(ctx context.Context, n int32) error {
 	}
 	if since := time.Since(f.since); since > c.TaskTimeout {
 		rn.mu.Unlock()
-		return &TaskTimeoutError{Partition: n, Restarts: f.tries, Timeout: c.TaskTimeout, Err: f.cause}
+		return &flechtwerk.TaskTimeoutError{Partition: n, Restarts: f.tries, Timeout: c.TaskTimeout, Err: f.cause}
 	}
 	if w != nil {
 		<-w.done // it exited after queueing the restart
@@ -247,11 +213,11 @@ func (rn *run) restartTask(ctx context.Context, n int32) error {
 // transactional ID with a new producer and makes the task pending, or
 // queues the next attempt.
 func (rn *run) refence(ctx, sctx context.Context, cancel context.CancelFunc, n int32, f *failing, r *restore) error {
-	c := &rn.r.cfg
+	c := rn.c
 	var t *task.Task
 	owner, owned, err := rn.stillOwns(sctx, n)
 	if err == nil && owned {
-		t, err = task.Start(sctx, rn.taskConfig(n, owner), rn.r.proc)
+		t, err = task.Start(sctx, rn.taskConfig(n, owner), rn.proc)
 	}
 	cancel()
 
@@ -294,8 +260,8 @@ func (rn *run) refence(ctx, sctx context.Context, cancel context.CancelFunc, n i
 	f.queued = false
 	rn.owners[n] = owner
 	rn.pending[n] = t
-	rn.r.ops.started(n)
-	rn.r.ops.restarts.Add(1)
+	rn.ops.Started(n)
+	rn.ops.Restarted(n)
 	c.Metrics.TaskRestarted(n)
 	rn.publishTasks()
 	rn.poke() // the main loop starts its restore
@@ -308,18 +274,18 @@ func (rn *run) refence(ctx, sctx context.Context, cancel context.CancelFunc, n i
 // being rebalanced must not fence the task's transactional ID again, which
 // could fence the new owner.
 func (rn *run) stillOwns(ctx context.Context, n int32) (string, bool, error) {
-	c := &rn.r.cfg
+	c := rn.c
 	member, _ := rn.consumer.GroupMetadata()
 	gs, err := rn.adm.DescribeGroups(ctx, c.Group())
 	if err != nil {
-		return "", false, fmt.Errorf("describing group %s: %w", c.Group(), groupACL(err, c.Group()))
+		return "", false, fmt.Errorf("describing group %s: %w", c.Group(), group.ACL(err, c.Group()))
 	}
 	g, ok := gs[c.Group()]
 	if !ok {
 		return "", false, nil
 	}
 	if g.Err != nil {
-		return "", false, fmt.Errorf("describing group %s: %w", c.Group(), groupACL(g.Err, c.Group()))
+		return "", false, fmt.Errorf("describing group %s: %w", c.Group(), group.ACL(g.Err, c.Group()))
 	}
 	if g.State != "Stable" || member == "" {
 		return "", false, nil
@@ -353,10 +319,10 @@ func (rn *run) stillOwns(ctx context.Context, n int32) (string, bool, error) {
 // time on Apache Kafka. An error is handled like a failed restore
 // (restoreFailed): a transient one queues the restart again.
 func (rn *run) committedOffsets(ctx context.Context, n int32) (map[string]kgo.EpochOffset, error) {
-	c := &rn.r.cfg
-	got, err := fetchTaskCommitted(ctx, rn.consumer, c.Logger, c.Group(), c.InputTopics, n)
+	c := rn.c
+	got, err := group.FetchTaskCommitted(ctx, rn.consumer, c.Logger, c.Group(), c.InputTopics, n)
 	if err != nil {
-		return nil, fmt.Errorf("task %d: fetching its committed offsets: %w", n, groupACL(err, c.Group()))
+		return nil, fmt.Errorf("task %d: fetching its committed offsets: %w", n, group.ACL(err, c.Group()))
 	}
 	offs := make(map[string]kgo.EpochOffset, len(c.InputTopics))
 	for _, topic := range c.InputTopics {
@@ -432,7 +398,7 @@ func (rn *run) applySeeks() {
 		if rn.failing[n] == nil {
 			continue // newly assigned (onAssigned)
 		}
-		rn.r.cfg.Logger.Warn("task re-initialized: fenced, restored, and re-reading its input from the committed offsets", "partition", n, "offsets", set)
+		rn.c.Logger.Warn("task re-initialized: fenced, restored, and re-reading its input from the committed offsets", "partition", n, "offsets", set)
 	}
 }
 
@@ -462,7 +428,7 @@ func (rn *run) forgetAll() {
 // commit is then refused, and the task re-initialized after the
 // ownership check).
 func (rn *run) taskConfig(n int32, owner string) task.Config {
-	c := &rn.r.cfg
+	c := rn.c
 	member := func() (string, int32) {
 		id, gen := rn.consumer.GroupMetadata()
 		if id != owner {
@@ -481,8 +447,9 @@ func (rn *run) taskConfig(n int32, owner string) task.Config {
 		KafkaOpts:          rn.base,
 		Logger:             c.Logger,
 		Member:             member,
-		Tracer:             rn.r.tracer,
-		Policy:             rn.r.policy,
+		TracerProvider:     c.TracerProvider,
+		Propagator:         c.Propagator,
+		Policy:             rn.policy,
 	}
 }
 
@@ -493,12 +460,12 @@ func (rn *run) taskConfig(n int32, owner string) task.Config {
 // is logged and ridden out for up to TaskTimeout since the member last held
 // an assignment.
 func (rn *run) groupSession(err error) error {
-	c := &rn.r.cfg
-	if aerr := groupACL(err, c.Group()); aerr != err {
+	c := rn.c
+	if aerr := group.ACL(err, c.Group()); aerr != err {
 		return fmt.Errorf("runner: the consumer group member cannot join group %q: %w", c.Group(), aerr)
 	}
 	if !txn.Transient(err) {
-		return fetchError("", 0, err)
+		return group.FetchError("", 0, err)
 	}
 	rn.fmu.Lock()
 	if rn.groupLostAt.IsZero() {
@@ -507,7 +474,7 @@ func (rn *run) groupSession(err error) error {
 	lostFor := time.Since(rn.groupLostAt)
 	rn.fmu.Unlock()
 	if lostFor > c.TaskTimeout {
-		return &TaskTimeoutError{Partition: -1, Step: "rejoining the consumer group", Timeout: c.TaskTimeout, Err: fetchError("", 0, err)}
+		return &flechtwerk.TaskTimeoutError{Partition: -1, Step: "rejoining the consumer group", Timeout: c.TaskTimeout, Err: group.FetchError("", 0, err)}
 	}
 	c.Logger.Warn("lost the consumer group session with a transient error; its tasks were closed dirty, the member rejoins", "group", c.Group(), "err", err, "lost_for", lostFor.Round(time.Millisecond))
 	return nil
@@ -527,7 +494,7 @@ func (rn *run) groupJoined() {
 func (rn *run) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
 	rn.lost.Store(true)
 	defer rn.lost.Store(false)
-	rn.r.cfg.Logger.Warn("consumer group session lost; closing every task dirty", "lost", lost)
+	rn.c.Logger.Warn("consumer group session lost; closing every task dirty", "lost", lost)
 	rn.onRevoked(ctx, cl, lost)
 }
 
@@ -555,7 +522,7 @@ func startupRetry(ctx context.Context, c *config.Options, what string, fn func()
 			return err
 		}
 		if time.Since(began) > c.TaskTimeout {
-			return &TaskTimeoutError{Partition: -1, Step: what, Timeout: c.TaskTimeout, Err: err}
+			return &flechtwerk.TaskTimeoutError{Partition: -1, Step: what, Timeout: c.TaskTimeout, Err: err}
 		}
 		c.Logger.Warn("startup step failed with a transient error; retrying", "step", what, "err", err, "attempt", tries+1)
 		select {

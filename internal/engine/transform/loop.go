@@ -1,4 +1,4 @@
-package runner
+package transform
 
 import (
 	"context"
@@ -10,12 +10,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/batch"
 	"github.com/flechtwerk/flechtwerk/task"
 )
 
-// loopTick is the longest a poll of the main loop waits for records.
-const loopTick = 5 * time.Second
+// LoopTick is the longest a poll of the main loop waits for records: the
+// loop comes round at least that often, records or not.
+const LoopTick = 5 * time.Second
 
 // loop polls and hands every partition's records to its task's worker
 // until ctx is canceled, the client closes or an error (of a worker, a
@@ -33,11 +35,11 @@ func (rn *run) loop(ctx context.Context) error {
 			return err
 		}
 		rn.startRestores(ctx)
-		rn.r.ops.tick()
+		rn.ops.Tick()
 
-		// A poll ends after loopTick without records, so that the loop
+		// A poll ends after LoopTick without records, so that the loop
 		// comes round (liveness, see Runner.Healthy).
-		pollCtx, cancel := context.WithTimeout(ctx, loopTick)
+		pollCtx, cancel := context.WithTimeout(ctx, LoopTick)
 		stop := make(chan struct{})
 		go func() {
 			select {
@@ -139,7 +141,7 @@ func (rn *run) startWorker(t *task.Task, owner string) *worker {
 // The queue of a task is bounded: beyond queueRecords records or
 // queueBytes bytes its partitions are paused (their buffered records are
 // fetched again after the resume), and resumed below half of both.
-func (w *worker) queueRecords() int { return max(4*w.rn.r.cfg.MaxPollRecords, 2000) }
+func (w *worker) queueRecords() int { return max(4*w.rn.c.MaxPollRecords, 2000) }
 
 const queueBytes = 16 << 20
 
@@ -214,7 +216,7 @@ func (w *worker) run() {
 		if w.rn.closing.Load() {
 			what = "Run's stop"
 		}
-		w.rn.r.cfg.Logger.Warn("task's last commit before "+what+" failed; its transaction is aborted, its records are reprocessed by the next owner",
+		w.rn.c.Logger.Warn("task's last commit before "+what+" failed; its transaction is aborted, its records are reprocessed by the next owner",
 			"partition", n, "err", err)
 	case !stopping && (recoverable(err) || w.rn.selfFenced(n, err)):
 		// Closed dirty and re-initialized by the main loop: no more
@@ -243,7 +245,7 @@ func (w *worker) stopping() bool {
 }
 
 func (w *worker) work() error {
-	c := &w.rn.r.cfg
+	c := w.rn.c
 	for {
 		if w.rn.fatalErr() != nil {
 			return nil // Run ends; the task is closed, its transaction aborted
@@ -314,7 +316,7 @@ func (w *worker) work() error {
 // tasks that began before it, up to a whole interval after its own
 // commit.
 func (rn *run) tick(since time.Time) time.Time {
-	d := rn.r.cfg.CommitInterval
+	d := rn.c.CommitInterval
 	n := since.Sub(rn.epoch) / d
 	return rn.epoch.Add((n + 1) * d)
 }
@@ -323,7 +325,7 @@ func (rn *run) tick(since time.Time) time.Time {
 // task's open transaction. A transform that outlives the deadline is
 // abandoned (see BatchTimeout): its goroutine's late result is discarded.
 func (w *worker) process(recs []*kgo.Record) error {
-	c := &w.rn.r.cfg
+	c := w.rn.c
 	if w.first == nil {
 		w.first = map[string]int64{}
 	}
@@ -382,8 +384,8 @@ func (w *worker) process(recs []*kgo.Record) error {
 
 func (w *worker) timeout() error {
 	n := w.t.Partition()
-	w.rn.r.cfg.Metrics.Aborted(n, "timeout", nil)
-	return &BatchTimeoutError{Partitions: []int32{n}, Timeout: w.rn.r.cfg.BatchTimeout, FirstOffsets: map[int32]map[string]int64{n: w.first}}
+	w.rn.c.Metrics.Aborted(n, "timeout", nil)
+	return &flechtwerk.BatchTimeoutError{Partitions: []int32{n}, Timeout: w.rn.c.BatchTimeout, FirstOffsets: map[int32]map[string]int64{n: w.first}}
 }
 
 // commit commits what the task processed: its open transaction, or, when
@@ -393,7 +395,7 @@ func (w *worker) commit() error {
 	if p.Offsets == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), w.rn.r.cfg.BatchTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), w.rn.c.BatchTimeout)
 	defer cancel()
 	if p.Txn {
 		began := time.Now()
@@ -401,7 +403,7 @@ func (w *worker) commit() error {
 		if st.Transactional() {
 			w.committed(&st, time.Since(began))
 		} else {
-			w.rn.r.cfg.Metrics.CommitFailed(w.t.Partition(), time.Since(began), err)
+			w.rn.c.Metrics.CommitFailed(w.t.Partition(), time.Since(began), err)
 		}
 		if err != nil {
 			return &txnError{fmt.Errorf("runner: %w", err)}
@@ -432,7 +434,7 @@ func (w *worker) commit() error {
 		// something. It never gives up on a commit it may have sent
 		// (see below); a revocation or the end of Run stops the wait.
 		var cancelWait context.CancelFunc
-		ctx, cancelWait = context.WithTimeout(context.Background(), w.rn.r.cfg.TaskTimeout)
+		ctx, cancelWait = context.WithTimeout(context.Background(), w.rn.c.TaskTimeout)
 		defer cancelWait()
 		go func() {
 			select {
@@ -447,15 +449,15 @@ func (w *worker) commit() error {
 			// Released while it waited: the next owner reads these
 			// records again (they wrote nothing); a commit of them
 			// still under way is valid or refused by the generation.
-			w.rn.r.cfg.Logger.Debug("offsets-only commit given up: the task is released", "partition", w.t.Partition())
+			w.rn.c.Logger.Debug("offsets-only commit given up: the task is released", "partition", w.t.Partition())
 			return nil
 		}
 		if !stopping && (errors.Is(err, kerr.RebalanceInProgress) || errors.Is(err, kerr.IllegalGeneration)) {
 			w.retryAt = time.Now().Add(directCommitWait)
-			w.rn.r.cfg.Logger.Debug("offsets-only commit deferred by a rebalance", "partition", w.t.Partition(), "err", err)
+			w.rn.c.Logger.Debug("offsets-only commit deferred by a rebalance", "partition", w.t.Partition(), "err", err)
 			return nil
 		}
-		w.rn.r.cfg.Metrics.Aborted(w.t.Partition(), "commit", err)
+		w.rn.c.Metrics.Aborted(w.t.Partition(), "commit", err)
 		var answered *kerr.Error
 		if stopping || w.stopping() || errors.As(err, &answered) {
 			// The coordinator answered (nothing was written), or the
@@ -485,10 +487,10 @@ const directCommitWait = time.Second
 
 // committed records a commit of the task's records in the metrics.
 func (w *worker) committed(st *task.Stats, d time.Duration) {
-	if hook := w.rn.r.ops.committed; hook != nil {
+	if hook := w.rn.hooks.Committed; hook != nil {
 		hook(w.t.Partition())
 	}
-	m := w.rn.r.cfg.Metrics
+	m := w.rn.c.Metrics
 	if m == nil {
 		return
 	}
@@ -497,5 +499,5 @@ func (w *worker) committed(st *task.Stats, d time.Duration) {
 	m.InvalidRecords(batch.Skip.String(), skipped)
 	m.InvalidRecords(batch.Substitute.String(), substituted)
 	m.InvalidRecords(batch.DeadLetter.String(), dead)
-	m.DeadLetter(w.rn.r.cfg.DeadLetterTopic(), dead)
+	m.DeadLetter(w.rn.c.DeadLetterTopic(), dead)
 }

@@ -1,4 +1,4 @@
-package runner
+package transform
 
 import (
 	"context"
@@ -12,17 +12,40 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk/changelog"
+	"github.com/flechtwerk/flechtwerk/internal/batch"
+	"github.com/flechtwerk/flechtwerk/internal/config"
 	"github.com/flechtwerk/flechtwerk/internal/group"
 	"github.com/flechtwerk/flechtwerk/internal/latch"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/internal/topics"
+	"github.com/flechtwerk/flechtwerk/store"
 	"github.com/flechtwerk/flechtwerk/task"
 )
 
-// runTransformer is Run for a transformer: it checks the input topics,
-// ensures the changelog, joins the group and runs the main loop until it
-// ends; then it leaves the group and closes every task.
-func (r *Runner) runTransformer(ctx context.Context) error {
-	c := &r.cfg
+// Params is what a transformer engine runs with.
+type Params struct {
+	// Cfg has been validated and has its logger and metrics.
+	Cfg *config.Options
+	// Proc is the transformer.
+	Proc stage.Transformer
+	// Policy decides what becomes of the invalid records of every batch
+	// (and counts them); nil is Crash.
+	Policy *batch.Policy
+	// Ops learns the engine's progress (see Ops).
+	Ops Ops
+	// ClientID, when set, is the client id of the group member (the
+	// runner advertises its query address in it).
+	ClientID string
+	// Hooks are the test and benchmark knobs; zero in production.
+	Hooks Hooks
+}
+
+// Run runs a transformer: it checks the input topics, ensures the
+// changelog, joins the group and runs the main loop until ctx ends (then
+// it returns nil) or an error ends it; then it leaves the group and closes
+// every task.
+func Run(ctx context.Context, p Params) error {
+	c := p.Cfg
 	base := c.ClientOpts()
 
 	admCl, err := kgo.NewClient(base...)
@@ -46,7 +69,7 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 		topicIDs[name] = info.ID
 	}
 	var changelogTopic string
-	if r.proc.Stateful() {
+	if p.Proc.Stateful() {
 		changelogTopic = c.Changelog()
 		// The cluster answered already (the inputs were described): a
 		// transient error from here on is ridden out (startupRetry).
@@ -61,7 +84,12 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 	}
 
 	rn := &run{
-		r:           r,
+		c:           c,
+		proc:        p.Proc,
+		policy:      p.Policy,
+		ops:         p.Ops,
+		hooks:       p.Hooks,
+		stores:      map[int32]*store.Store{},
 		adm:         adm,
 		base:        base,
 		changelog:   changelogTopic,
@@ -86,18 +114,15 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 	// hold) and hands out the standby tasks (StandbyReplicas).
 	var (
 		bal   kgo.GroupBalancer
-		stand standbyAssignment = r.standbySrc
+		stand standbyAssignment
 	)
-	if !r.ops.eager {
+	if !p.Hooks.Eager {
 		replicas := 0
-		if r.proc.Stateful() {
+		if p.Proc.Stateful() {
 			replicas = c.StandbyReplicas
 		}
 		b := group.NewBalancer(group.BalancerConfig{Standbys: replicas, Offsets: rn.changelogOffsets})
-		bal = b
-		if stand == nil {
-			stand = b
-		}
+		bal, stand = b, b
 	}
 	if err := rn.startStandbys(stand); err != nil {
 		return err
@@ -123,14 +148,17 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 			kgo.BlockRebalanceOnPoll(),
 		},
 	})
-	consumerOpts = append(consumerOpts, r.ops.consumerOpts()...)
+	if p.ClientID != "" {
+		consumerOpts = append(consumerOpts, kgo.ClientID(p.ClientID))
+	}
 	consumer, err := kgo.NewClient(consumerOpts...)
 	if err != nil {
 		rn.closeStandbys()
 		return fmt.Errorf("runner: consumer: %w", err)
 	}
 	rn.consumer = consumer
-	defer r.ops.attach(rn)()
+	defer p.Ops.Attach(Query{rn})()
+	defer c.Metrics.Attach(source{rn})()
 
 	runErr := rn.loop(ctx)
 	if runErr != nil {
@@ -155,7 +183,11 @@ func (r *Runner) runTransformer(ctx context.Context) error {
 
 // run is the state of one Run.
 type run struct {
-	r          *Runner
+	c          *config.Options
+	proc       stage.Transformer
+	policy     *batch.Policy
+	ops        Ops
+	hooks      Hooks
 	adm        *kadm.Client
 	base       []kgo.Opt
 	consumer   *kgo.Client
@@ -202,6 +234,12 @@ type run struct {
 
 	// commitMu serializes the group member's offset commits.
 	commitMu sync.Mutex
+
+	// qmu guards stores, the stores of the running tasks (nil value:
+	// stateless): queries hold it shared; the engine takes it exclusively
+	// before any store of a running task closes (publishTasks).
+	qmu    sync.RWMutex
+	stores map[int32]*store.Store
 
 	// standby holds the standby replicas (StandbyReplicas).
 	standby standbys

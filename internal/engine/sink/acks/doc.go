@@ -1,4 +1,4 @@
-// Package commit tracks which fetched Kafka records have been durably
+// Package acks tracks which fetched Kafka records have been durably
 // written by a sink outside Kafka (a database, an HTTP API), and decides
 // which offset of each partition may be committed to the consumer group.
 // It is the commit tracker of the at-least-once delivery mode (see "Sinks
@@ -53,4 +53,4 @@
 // partitions do not contend. Register and Done are amortized O(1): each
 // partition keeps its outstanding records in a ring in offset order and
 // pops completed records from its head.
-package commit
+package acks

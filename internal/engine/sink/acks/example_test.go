@@ -1,17 +1,17 @@
-package commit_test
+package acks_test
 
 import (
 	"fmt"
 
-	"github.com/flechtwerk/flechtwerk/internal/commit"
+	"github.com/flechtwerk/flechtwerk/internal/engine/sink/acks"
 )
 
 func ExampleTracker() {
-	tr, err := commit.New()
+	tr, err := acks.New()
 	if err != nil {
 		panic(err)
 	}
-	tp := commit.TopicPartition{Topic: "orders", Partition: 0}
+	tp := acks.TopicPartition{Topic: "orders", Partition: 0}
 	tr.Assign(tp, 10) // the group had committed 10
 
 	// One poll: records at 10, 11 and 13 (12 is a transaction marker),

@@ -1,4 +1,4 @@
-package runner
+package group
 
 import (
 	"context"
@@ -13,24 +13,26 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	imetrics "github.com/flechtwerk/flechtwerk/internal/metrics"
 	"github.com/flechtwerk/flechtwerk/internal/retry"
 )
 
 // offsetFetchPatience bounds how long a committed-offset fetch waits for a
-// coordinator that is not ready before Run fails with an *OffsetFetchError.
+// coordinator that is not ready before the fetch fails (a sink ends Run with
+// an OffsetFetchError then).
 const offsetFetchPatience = 30 * time.Second
 
-// fetchCommitted fetches the group's committed offsets of ts, retrying while
-// the coordinator is not ready (retryNotReady).
-func fetchCommitted(ctx context.Context, adm *kadm.Client, log *slog.Logger, g string, ts []string) (kadm.OffsetResponses, error) {
+// FetchCommitted fetches the group's committed offsets of ts, retrying while
+// the coordinator is not ready (RetryNotReady).
+func FetchCommitted(ctx context.Context, adm *kadm.Client, log *slog.Logger, g string, ts []string) (kadm.OffsetResponses, error) {
 	var resps kadm.OffsetResponses
-	err := retryNotReady(ctx, log, g, 50*time.Millisecond, func() error {
+	err := RetryNotReady(ctx, log, g, 50*time.Millisecond, func() error {
 		var err error
 		resps, err = adm.FetchOffsetsForTopics(ctx, g, ts...)
 		if err == nil {
 			// A partition's error can be the coordinator's too.
 			resps.Each(func(o kadm.OffsetResponse) {
-				if err == nil && coordinatorNotReady(o.Err) {
+				if err == nil && CoordinatorNotReady(o.Err) {
 					err = o.Err
 				}
 			})
@@ -40,15 +42,15 @@ func fetchCommitted(ctx context.Context, adm *kadm.Client, log *slog.Logger, g s
 	return resps, err
 }
 
-// retryNotReady calls fetch, a committed-offset fetch of group g, until it
+// RetryNotReady calls fetch, a committed-offset fetch of group g, until it
 // succeeds, retrying (from backoff, doubling up to 1s) while the
 // coordinator is not ready: on a fresh cluster the first group lookup
 // answers COORDINATOR_NOT_AVAILABLE until __consumer_offsets exists, and a
 // coordinator that is loading or moving answers
 // COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR. Other errors, and a
 // coordinator still not ready after offsetFetchPatience, are returned.
-func retryNotReady(ctx context.Context, log *slog.Logger, g string, backoff time.Duration, fetch func() error) error {
-	p := retry.Doubling(backoff, time.Second, coordinatorNotReady)
+func RetryNotReady(ctx context.Context, log *slog.Logger, g string, backoff time.Duration, fetch func() error) error {
+	p := retry.Doubling(backoff, time.Second, CoordinatorNotReady)
 	p.MaxElapsed = offsetFetchPatience
 	var last error
 	err := p.Do(ctx, func() error { last = fetch(); return last }, func(err error, wait time.Duration) {
@@ -58,32 +60,32 @@ func retryNotReady(ctx context.Context, log *slog.Logger, g string, backoff time
 		return nil
 	}
 	err = last // not ctx's cause: the fetch's own error
-	if coordinatorNotReady(err) {
+	if CoordinatorNotReady(err) {
 		if ctx.Err() != nil {
 			return err // ctx ended during a wait
 		}
 		err = fmt.Errorf("coordinator not ready after %v: %w", offsetFetchPatience, err)
 	}
-	return groupACL(err, g)
+	return ACL(err, g)
 }
 
-// coordinatorNotReady reports a transient group coordinator error, or
+// CoordinatorNotReady reports a transient group coordinator error, or
 // UNSTABLE_OFFSET_COMMIT: a require-stable fetch met a transaction with
 // offsets of the group that is still being completed (right after a fence
 // aborted it).
-func coordinatorNotReady(err error) bool {
+func CoordinatorNotReady(err error) bool {
 	return errors.Is(err, kerr.CoordinatorNotAvailable) || errors.Is(err, kerr.CoordinatorLoadInProgress) ||
 		errors.Is(err, kerr.NotCoordinator) || errors.Is(err, kerr.UnstableOffsetCommit)
 }
 
-// fetchTaskCommitted fetches the group's committed offsets of partition p
-// of every topic in ts, require-stable, retrying like fetchCommitted: only
+// FetchTaskCommitted fetches the group's committed offsets of partition p
+// of every topic in ts, require-stable, retrying like FetchCommitted: only
 // the task's own partitions are asked for, so a transaction of another
 // task that is completing (UNSTABLE_OFFSET_COMMIT on its partitions) does
 // not hold the answer back. A partition without a commit has offset -1.
-func fetchTaskCommitted(ctx context.Context, cl *kgo.Client, log *slog.Logger, g string, ts []string, p int32) (map[string]int64, error) {
+func FetchTaskCommitted(ctx context.Context, cl *kgo.Client, log *slog.Logger, g string, ts []string, p int32) (map[string]int64, error) {
 	var offs map[string]int64
-	err := retryNotReady(ctx, log, g, 20*time.Millisecond, func() error {
+	err := RetryNotReady(ctx, log, g, 20*time.Millisecond, func() error {
 		var err error
 		offs, err = fetchTaskCommittedOnce(ctx, cl, g, ts, p)
 		return err
@@ -149,4 +151,30 @@ func fetchTaskCommittedOnce(ctx context.Context, cl *kgo.Client, g string, ts []
 		}
 	}
 	return offs, nil
+}
+
+// Lag returns the last stable offset minus group's committed offset (0
+// without a commit) of every partition of ts: the lag of the group,
+// whichever member runs the partition.
+func Lag(ctx context.Context, adm *kadm.Client, group string, ts []string) (map[imetrics.TP]int64, error) {
+	lso, err := adm.ListCommittedOffsets(ctx, ts...)
+	if err != nil {
+		return nil, err
+	}
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[imetrics.TP]int64)
+	lso.Each(func(end kadm.ListedOffset) {
+		if end.Err != nil {
+			return
+		}
+		at := int64(0)
+		if o, ok := committed.Lookup(end.Topic, end.Partition); ok && o.Err == nil && o.At >= 0 {
+			at = o.At
+		}
+		out[imetrics.TP{Topic: end.Topic, Partition: end.Partition}] = max(end.Offset-at, 0)
+	})
+	return out, nil
 }

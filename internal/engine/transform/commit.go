@@ -1,4 +1,4 @@
-package runner
+package transform
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/flechtwerk/flechtwerk/internal/authz"
+	"github.com/flechtwerk/flechtwerk/internal/group"
 )
 
 // commitDirect commits the offsets of batches that wrote nothing through
@@ -29,14 +30,14 @@ func (rn *run) commitDirect(ctx context.Context, offsets map[string]map[int32]kg
 	var cerr error
 	rn.consumer.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
-			cerr = fmt.Errorf("committing offsets of an interval that wrote nothing: %w", groupACL(err, rn.r.cfg.Group()))
+			cerr = fmt.Errorf("committing offsets of an interval that wrote nothing: %w", group.ACL(err, rn.c.Group()))
 			return
 		}
 		for _, t := range resp.Topics {
 			for _, p := range t.Partitions {
 				if err := kerr.ErrorForCode(p.ErrorCode); err != nil && cerr == nil {
 					cerr = fmt.Errorf("committing offset of topic %s partition %d: %w", t.Topic, p.Partition,
-						authz.Wrap(err, "Read", map[authz.Resource]string{authz.Topic: t.Topic, authz.Group: rn.r.cfg.Group()}))
+						authz.Wrap(err, "Read", map[authz.Resource]string{authz.Topic: t.Topic, authz.Group: rn.c.Group()}))
 				}
 			}
 		}

@@ -1,0 +1,19 @@
+// Package process is the contract between a task (package task) and the
+// transformer it runs: a Processor prepares each fetched record once
+// (Prepare: its state key and the transformer's view of it) and processes
+// it against the encoded state of its key (Process), returning the encoded
+// outputs and what happened to the state (a Result).
+//
+// Package transformer implements it for every *transformer.Transformer;
+// the engine finds that implementation for the value a user passed to
+// runner.New. Tests and tools can drive a task (task.Start) with any
+// Processor.
+//
+// # Concurrency
+//
+// Process is called concurrently for records of different state keys, and
+// serially, in input-topic then offset order, for records of one state
+// key. Prepare is called from one goroutine per task. An implementation
+// runs user code and may panic: the task recovers the panic into the
+// record's error.
+package process

@@ -1,0 +1,55 @@
+package process
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Op says what a Process call did to its key's state.
+type Op uint8
+
+const (
+	// Keep leaves the state as it was.
+	Keep Op = iota
+	// Put replaces the state with Result.State.
+	Put
+	// Delete removes the state (a tombstone in the changelog).
+	Delete
+)
+
+// Input is one fetched record as a Processor prepared it: its state key,
+// and the processor's own view of the record for Process.
+type Input struct {
+	// Record is the record as fetched.
+	Record *kgo.Record
+	// Key is the record's state key.
+	Key []byte
+	// View is what the processor made of the record (its user-facing
+	// form); the task passes it back to Process untouched.
+	View any
+}
+
+// Result is what one Process call produced, encoded.
+type Result struct {
+	// Outputs are the records to produce in the task's transaction.
+	Outputs []*kgo.Record
+	// Op is what happened to the state of the input's key.
+	Op Op
+	// State is the new encoded state when Op is Put.
+	State []byte
+}
+
+// Processor is what a task runs: a transformer as the engine sees it.
+type Processor interface {
+	// Validate reports a problem found when the processor was built.
+	Validate() error
+	// Stateful reports whether the processor keeps state (a stateless
+	// one opens no store and writes no changelog).
+	Stateful() bool
+	// Prepare converts a fetched record once and derives its state key.
+	Prepare(r *kgo.Record) (Input, error)
+	// Process runs the transform for one prepared record. state is the
+	// encoded current state of in.Key and found whether there is one.
+	Process(ctx context.Context, in Input, state []byte, found bool) (Result, error)
+}
