@@ -49,9 +49,6 @@ type Config struct {
 	// not the group's current generation cannot commit. Required to
 	// commit offsets.
 	Member func() (memberID string, generation int32)
-	// Tracer, when not nil, traces the task's records and commits (see
-	// internal/tracing); nil is tracing off.
-	Tracer *tracing.Tracer
 	// Policy decides what becomes of the invalid records of every batch
 	// (and counts them); nil is Crash.
 	Policy *batch.Policy
