@@ -223,7 +223,12 @@ func isNil(v any) bool {
 
 // Validate reports every problem found when the stage was built, as
 // *flechtwerk.ConfigError values joined with errors.Join (nil when none).
-func (x *Stage[C, S]) Validate() error { return x.err }
+func (x *Stage[C, S]) Validate() error {
+	if x == nil {
+		return flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "extractor", "extractor stage is nil")
+	}
+	return x.err
+}
 
 // boxed carries a decoded config value of type C through the engine, which
 // holds it as an any: unboxing checks the box's type, so a value of type C

@@ -94,6 +94,36 @@ func TestNewUnsupportedStage(t *testing.T) {
 	}
 }
 
+// wrapsNil embeds a nil transformer stage: the promoted methods would
+// dereference it.
+type wrapsNil struct{ *transformer.Stage[int] }
+
+// TestNewUnbuiltStage: a stage type that its constructor did not build (a
+// nil pointer, a zero value, a nil stage embedded in a user type) is a
+// coded error from every constructor, not a panic.
+func TestNewUnbuiltStage(t *testing.T) {
+	base := []runner.Opt{runner.SeedBrokers("127.0.0.1:1"), runner.ApplicationID("app")}
+	unbuilt := map[string]runner.Stage{
+		"nil transformer":        (*transformer.Stage[int])(nil),
+		"zero transformer":       &transformer.Stage[int]{},
+		"nil extractor":          (*extractor.Stage[struct{}, int])(nil),
+		"zero extractor":         &extractor.Stage[struct{}, int]{},
+		"zero sink":              &sink.Stage[[]byte]{},
+		"embedded nil stage":     wrapsNil{},
+		"embedded nil stage ptr": &wrapsNil{},
+	}
+	for name, build := range constructors {
+		for what, s := range unbuilt {
+			t.Run(name+"/"+what, func(t *testing.T) {
+				var err error
+				require.NotPanics(t, func() { _, err = build(s, base...) })
+				require.ErrorIs(t, err, flechtwerk.ErrInvalidTransformer)
+				require.ErrorContains(t, err, "was not built by its constructor")
+			})
+		}
+	}
+}
+
 // TestNewOptionValues: what only run time can check — values out of
 // range, missing required options, options that contradict each other —
 // is reported at once, each a coded *flechtwerk.ConfigError naming its

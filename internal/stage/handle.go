@@ -24,7 +24,7 @@ type handled interface{ stageHandle() Handle }
 
 // handleOf returns the handle of v; false when v is no stage, or a nil
 // pointer to one.
-func handleOf(v any) (Handle, bool) {
+func handleOf(v any) (h Handle, ok bool) {
 	s, ok := v.(handled)
 	if !ok {
 		return Handle{}, false
@@ -32,8 +32,26 @@ func handleOf(v any) (Handle, bool) {
 	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
 		return Handle{}, false
 	}
-	h := s.stageHandle()
+	// A user type embedding a nil stage pointer panics in the promoted
+	// method: it is no stage either.
+	defer func() {
+		if recover() != nil {
+			h, ok = Handle{}, false
+		}
+	}()
+	h = s.stageHandle()
 	return h, h.view != nil
+}
+
+// Unbuilt reports whether v has a stage type but was not built by its
+// package's constructor (a nil pointer, a zero value, or a nil stage
+// embedded in another type).
+func Unbuilt(v any) bool {
+	if _, isStage := v.(handled); !isStage {
+		return false
+	}
+	_, ok := handleOf(v)
+	return !ok
 }
 
 // ViewOf returns the engine view of v when v is a stage built by a
