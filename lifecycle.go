@@ -16,7 +16,9 @@ import "context"
 //   - Close is called once, after Run's engine stopped (every call of the
 //     stage's methods has returned), whether Run ends gracefully or with an
 //     error. Its ctx is not canceled when Run's is. Its error is joined into
-//     Run's error.
+//     Run's error. The one exception: when Run ends with a batch timeout
+//     (ErrBatchTimeout), a transform that ignored its ctx may still run,
+//     so Close is not called; the process should exit.
 //
 // Neither is called concurrently with the stage's methods or with each
 // other. A stage built from functions (transformer.Func, extractor.Func,

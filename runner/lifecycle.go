@@ -50,6 +50,9 @@ func (r *Runner) openStage(ctx context.Context) (closeStage func(err *error), er
 		return nil, &OpenError{Stage: name, Err: err}
 	}
 	return func(err *error) {
+		if _, abandoned := errors.AsType[*BatchTimeoutError](*err); abandoned {
+			return // a transform may still run (see Run)
+		}
 		if cerr := call(func() error { return l.Close(context.WithoutCancel(ctx)) }); cerr != nil {
 			*err = errors.Join(*err, fmt.Errorf("runner: closing stage %s: %w", name, cerr))
 		}

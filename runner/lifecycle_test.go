@@ -25,6 +25,9 @@ import (
 type life struct {
 	openErr, closeErr error
 	writeErr          error // lifeSink's Write fails with it
+	// opening, when not nil, is closed when Open begins; Open then
+	// waits for openGate to close.
+	opening, openGate chan struct{}
 
 	mu             sync.Mutex
 	events         []string
@@ -33,6 +36,10 @@ type life struct {
 }
 
 func (l *life) Open(context.Context) error {
+	if l.opening != nil {
+		close(l.opening)
+		<-l.openGate
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.events = append(l.events, "open")
@@ -276,4 +283,60 @@ func startRunner(t *testing.T, r *runner.Runner) (stop func() error) {
 	}
 	t.Cleanup(func() { _ = stop() })
 	return stop
+}
+
+// stuckTransformer ignores its ctx and blocks until release closes.
+type stuckTransformer struct {
+	*life
+	release chan struct{}
+}
+
+func (x stuckTransformer) Transform(context.Context, *transformer.Record, *transformer.Outputs) error {
+	x.call("transform")
+	<-x.release
+	return nil
+}
+
+// TestLifecycleNotClosedAfterBatchTimeout: when Run ends with a batch
+// timeout, the abandoned transform may still use the stage's resources,
+// so Close is not called.
+func TestLifecycleNotClosedAfterBatchTimeout(t *testing.T) {
+	c := kafkatest.New(t)
+	in, app := kafkatest.Name("life-in"), kafkatest.Name("life-app")
+	c.CreateTopic(t, in, 1)
+	produceN(t, c, in, 0, 0, 1)
+	l := &life{}
+	release := make(chan struct{})
+	defer close(release)
+	r, err := runner.NewTransformer(transformer.StatelessFrom(stuckTransformer{l, release}),
+		runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(in),
+		runner.BatchTimeout(500*time.Millisecond), runner.WithKafkaOpts(c.Opts()...))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = r.Run(ctx)
+	require.ErrorIs(t, err, flechtwerk.ErrBatchTimeout)
+	require.Equal(t, []string{"open", "transform"}, l.log(), "Close is not called while the transform may run")
+}
+
+// TestLifecycleExtractorReadyAfterOpen: an extractor is not ready while
+// its stage opens, and is once Open returned.
+func TestLifecycleExtractorReadyAfterOpen(t *testing.T) {
+	c := kafkatest.New(t)
+	l := &life{opening: make(chan struct{}), openGate: make(chan struct{})}
+	r, done := lifeCases[1].stage(t, c, l)
+	stop := startRunner(t, r)
+	select {
+	case <-l.opening:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Open was not called")
+	}
+	require.Error(t, r.Ready(), "not ready while Open runs")
+	st, _ := r.State()
+	require.Equal(t, runner.Starting, st)
+	close(l.openGate)
+	kafkatest.WaitFor(t, 30*time.Second, "ready after Open", func() bool { return r.Ready() == nil })
+	kafkatest.WaitFor(t, 30*time.Second, "the extractor polled", done)
+	require.NoError(t, stop())
+	l.requireWindow(t, "poll")
 }

@@ -186,18 +186,10 @@ func (o *ops) set(s State, err error) {
 	o.mu.Unlock()
 }
 
-// begin marks Run started; the returned function marks it ended with
-// *errp. An extractor is Running at once (its tokens restore
-// independently).
-func (o *ops) begin(ctx context.Context, extractor bool) func(errp *error) {
-	o.mu.Lock()
-	o.served = extractor
-	if extractor {
-		o.setLocked(Running, nil)
-	} else {
-		o.setLocked(Starting, nil)
-	}
-	o.mu.Unlock()
+// begin marks Run started (Starting); the returned function marks it
+// ended with *errp.
+func (o *ops) begin(ctx context.Context) func(errp *error) {
+	o.set(Starting, nil)
 	stop := context.AfterFunc(ctx, func() {
 		o.mu.Lock()
 		if o.state < Stopping {
@@ -213,6 +205,17 @@ func (o *ops) begin(ctx context.Context, extractor bool) func(errp *error) {
 		} else {
 			o.set(Stopped, nil)
 		}
+	}
+}
+
+// serve marks a stage that is ready from its start (an extractor) Running
+// and served, unless Run is already stopping.
+func (o *ops) serve() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.state < Stopping {
+		o.setLocked(Running, nil)
+		o.served = true
 	}
 }
 

@@ -114,6 +114,9 @@ func newRunner[O interface{ apply(*config.Options) }](kind config.Kind, s Stage,
 	)
 	if s == nil {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "stage", "%s is nil", kind))
+	} else if stage.Unbuilt(s) {
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "stage",
+			"%T is nil or was not built by its constructor (transformer.New or From, extractor.New or From, sink.New, mqttbridge.New)", s))
 	} else if got, ok := kindOf(s); !ok {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "stage",
 			"%T is not a stage a runner runs (a *transformer.Stage, an *extractor.Stage, a *sink.Stage or a *mqttbridge.Bridge)", s))
@@ -186,6 +189,9 @@ func (r *Runner) Changelog() string { return r.cfg.Changelog() }
 // flechtwerk.Lifecycle, Run opens it before anything is consumed or polled
 // (an error is an *OpenError and ends Run at once) and closes it after
 // everything Run started has stopped, joining Close's error into Run's.
+// Close is not called when Run ends with a *BatchTimeoutError: a transform
+// that ignored its ctx may still be running and using what Close would
+// release.
 func (r *Runner) Run(ctx context.Context) error { return r.run(ctx, transform.Hooks{}) }
 
 // run is Run with the transformer engine's test knobs: tests of this
@@ -194,23 +200,21 @@ func (r *Runner) run(ctx context.Context, hooks transform.Hooks) (err error) {
 	if !r.started.CompareAndSwap(false, true) {
 		return ErrRunTwice
 	}
-	defer r.ops.begin(ctx, r.ex != nil)(&err)
+	defer r.ops.begin(ctx)(&err)
 	closeStage, err := r.openStage(ctx)
 	if err != nil {
 		return err
 	}
 	defer closeStage(&err)
+	if r.ex != nil {
+		// An extractor serves (is ready) from its start, once its
+		// stage is open.
+		r.ops.serve()
+	}
 	if r.br != nil {
 		// Running (ready) once the first reconciliation subscribed the
 		// active configs.
-		return r.br.Run(ctx, func() {
-			r.ops.mu.Lock()
-			if r.ops.state < Stopping {
-				r.ops.setLocked(Running, nil)
-				r.ops.served = true
-			}
-			r.ops.mu.Unlock()
-		})
+		return r.br.Run(ctx, r.ops.serve)
 	}
 	if r.snk != nil {
 		// A sink has no stores.
