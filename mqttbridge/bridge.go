@@ -11,7 +11,7 @@ import (
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/configtopic"
 	"github.com/flechtwerk/flechtwerk/extractor"
-	"github.com/flechtwerk/flechtwerk/internal/bridge"
+	"github.com/flechtwerk/flechtwerk/internal/engine/bridge"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
