@@ -8,8 +8,8 @@
 //
 // Package transformer implements it for every *transformer.Transformer;
 // the engine finds that implementation for the value a user passed to
-// runner.New. Tests and tools can drive a task (task.Start) with any
-// Processor.
+// runner.NewTransformer. Tests and tools can drive a task (task.Start)
+// with any Processor.
 //
 // # Concurrency
 //
