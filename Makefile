@@ -1,4 +1,5 @@
-# make test   - everything: every module tidy (check-mod), vet, the suite
+# make test   - everything: every module tidy (check-mod), no internal
+#               type in the public API (check-api), vet, the suite
 #               on the embedded broker (race detector), then the suite
 #               against real Apache Kafka 4.x (transaction versions 2
 #               and 1) fetched from Maven Central,
@@ -38,9 +39,9 @@
 # command.
 GO ?= go
 
-.PHONY: test test-embedded test-kafka test-cluster test-secure run bench bench-recovery chaos-long chaos-long-cluster check-mod test-secrets
+.PHONY: test test-embedded test-kafka test-cluster test-secure run bench bench-recovery chaos-long chaos-long-cluster check-mod check-api test-secrets
 
-test: check-mod test-embedded test-alerts test-kafka test-cluster test-secure test-postgres test-secrets test-mosquitto fuzz
+test: check-mod check-api test-embedded test-alerts test-kafka test-cluster test-secure test-postgres test-secrets test-mosquitto fuzz
 
 # The alert rules checked and unit-tested by promtool (installed from
 # Debian's packages when missing).
@@ -56,6 +57,13 @@ check-mod:
 		m=$${p%/...}; \
 		(cd "$$m" && GOWORK=off $(GO) mod tidy -diff) || { echo "check-mod: go mod tidy in $$m" >&2; exit 1; }; \
 	done
+
+# No exported identifier of a public package takes, returns or holds an
+# internal type: go doc -all of every package outside internal/ names no
+# identifier of an internal package (public_api_test.go; test-embedded
+# runs it too).
+check-api:
+	$(GO) test -count=1 -run '^TestPublicAPINamesNoInternalType$$' .
 
 test-embedded:
 	pkgs=$$(GO=$(GO) bash scripts/packages.sh) && \

@@ -11,14 +11,24 @@ import (
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/configtopic"
 	"github.com/flechtwerk/flechtwerk/extractor"
-	"github.com/flechtwerk/flechtwerk/internal/bridge"
+	"github.com/flechtwerk/flechtwerk/internal/engine/bridge"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
 // Message is one MQTT message: the concrete topic it was published to
 // (not the subscription filter) and its payload.
-type Message = bridge.Message
+type Message struct {
+	Topic   string
+	Payload []byte
+	// QoS is the quality of service the message was delivered with.
+	QoS byte
+	// Duplicate is the DUP flag: the broker may have delivered it before.
+	Duplicate bool
+	// Retained reports a retained message (sent when the subscription was
+	// made).
+	Retained bool
+}
 
 // Config is the config record a message was routed by: the record as read
 // from the config topic and its decoded value.
@@ -58,7 +68,7 @@ type Relay[C any] func(cfg Config[C], msg Message) (*Output, error)
 // message received since the last acknowledgement stays unacknowledged in
 // the persistent session of the client id, and the broker delivers it
 // again when that client id connects again (restart the process).
-var ErrDisconnected = bridge.ErrDisconnected
+var ErrDisconnected = errors.New("mqtt bridge: connection lost")
 
 // Bridge is an MQTT→Kafka bridge stage: runner.NewBridge runs it. Build it with
 // New.
@@ -79,6 +89,7 @@ type Bridge[C any] struct {
 func New[C any](filter func(C) string, relay Relay[C], opts ...Opt) *Bridge[C] {
 	b := &Bridge[C]{filter: filter, relay: relay, decoder: configtopic.JSON[C](), s: bridge.Settings{
 		QoS: 1, KeepAlive: 30 * time.Second, ConnectTimeout: 10 * time.Second, MaxBatch: 1000,
+		Disconnected: ErrDisconnected,
 	}}
 	b.handle = stage.NewHandle(engineView[C]{b}, nil)
 	for _, o := range opts {
@@ -183,7 +194,7 @@ func (v engineView[C]) Relay(e configtopic.Entry[any], m bridge.Message) (rec *k
 			rec, err = nil, &bridge.DefectError{Err: flechtwerk.Recovered(p)}
 		}
 	}()
-	out, err := v.b.relay(Config[C]{Record: e.Record, Config: e.Config.(C)}, m)
+	out, err := v.b.relay(Config[C]{Record: e.Record, Config: e.Config.(C)}, Message(m))
 	if err != nil || out == nil {
 		return nil, err
 	}

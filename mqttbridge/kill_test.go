@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/flechtwerk/flechtwerk/internal/bridge"
+	"github.com/flechtwerk/flechtwerk/internal/engine/bridge"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/internal/mqtttest"
 	"github.com/flechtwerk/flechtwerk/mqttbridge"

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/flechtwerk/flechtwerk/configtopic"
-	"github.com/flechtwerk/flechtwerk/internal/bridge"
+	"github.com/flechtwerk/flechtwerk/internal/engine/bridge"
 )
 
 // Opt is an option of a Bridge.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flechtwerk/flechtwerk/internal/bridge"
+	"github.com/flechtwerk/flechtwerk/internal/engine/bridge"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/internal/mqtttest"
 )

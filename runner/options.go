@@ -6,8 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/flechtwerk/flechtwerk/internal/batch"
 	"github.com/flechtwerk/flechtwerk/internal/config"
+	"github.com/flechtwerk/flechtwerk/task/process"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -424,18 +424,22 @@ func TombstonedCursors(p CursorPolicy) ExtractorOpt {
 // transform rejected (transformer.Invalid, transformer.ErrInvalidRecord);
 // see InvalidRecords. It is one of Crash, Skip, DeadLetter(topic) and
 // Substitute(hook).
-type InvalidRecordPolicy struct{ p config.InvalidRecords }
+type InvalidRecordPolicy struct {
+	mode  process.Mode
+	topic string
+	hook  func(*transformer.InvalidRecordError) ([]byte, error)
+}
 
 var (
 	// Crash ends Run with the record's *transformer.InvalidRecordError:
 	// the task's batch is aborted and its offsets do not advance, so the
 	// record comes back when the process restarts. The default.
-	Crash = InvalidRecordPolicy{config.InvalidRecords{Mode: batch.Crash}}
+	Crash = InvalidRecordPolicy{mode: process.Crash}
 	// Skip drops the record: it produces nothing and changes no state,
 	// and its offset commits with the rest of its batch. Skipped records
 	// are counted (Stats) and logged at warn level with their topic,
 	// partition, offset and error. Kafka Streams' LogAndContinue.
-	Skip = InvalidRecordPolicy{config.InvalidRecords{Mode: batch.Skip}}
+	Skip = InvalidRecordPolicy{mode: process.Skip}
 )
 
 // DeadLetter sends the record to topic and goes on: the original key,
@@ -451,7 +455,7 @@ var (
 // topic must exist when Run starts (else Run fails with
 // flechtwerk.CodeMissingTopic) and must not be an input or the changelog.
 func DeadLetter(topic string) InvalidRecordPolicy {
-	return InvalidRecordPolicy{config.InvalidRecords{Mode: batch.DeadLetter, Topic: topic}}
+	return InvalidRecordPolicy{mode: process.DeadLetter, topic: topic}
 }
 
 // Substitute runs the record again with the value hook returns in place
@@ -462,7 +466,7 @@ func DeadLetter(topic string) InvalidRecordPolicy {
 // record's state key. hook runs concurrently for records of different
 // state keys. Substituted records are counted (Stats) and logged.
 func Substitute(hook func(*transformer.InvalidRecordError) ([]byte, error)) InvalidRecordPolicy {
-	return InvalidRecordPolicy{config.InvalidRecords{Mode: batch.Substitute, Substitute: hook}}
+	return InvalidRecordPolicy{mode: process.Substitute, hook: hook}
 }
 
 // InvalidRecords sets the policy for invalid records: Crash (the default),
@@ -482,7 +486,7 @@ func Substitute(hook func(*transformer.InvalidRecordError) ([]byte, error)) Inva
 // letter is durable; a crash in between writes it again on the restart.
 func InvalidRecords(p InvalidRecordPolicy) InputOpt {
 	return inputOpt{setter: func(c *config.Options) {
-		c.InvalidRecords = append(c.InvalidRecords, p.p)
+		c.InvalidRecords = append(c.InvalidRecords, config.InvalidRecords{Mode: p.mode, Topic: p.topic, Substitute: p.hook})
 	}}
 }
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/batch"
-	"github.com/flechtwerk/flechtwerk/internal/bridge"
 	"github.com/flechtwerk/flechtwerk/internal/config"
+	"github.com/flechtwerk/flechtwerk/internal/engine/bridge"
 	"github.com/flechtwerk/flechtwerk/internal/engine/extract"
 	sinkengine "github.com/flechtwerk/flechtwerk/internal/engine/sink"
 	"github.com/flechtwerk/flechtwerk/internal/engine/transform"

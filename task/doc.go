@@ -58,9 +58,9 @@
 // task then refuses the store read and the Commit that would follow, so an
 // abandoned batch never becomes visible. Close aborts an open transaction.
 //
-// The transformer engine (behind runner.New) starts the tasks; a test or a
-// tool can drive a Task directly with any process.Processor (package
-// task/process, the contract a task runs). The batch semantics are in
+// The transformer engine (behind runner.NewTransformer) starts the tasks;
+// a test or a tool can drive a Task directly with any process.Processor
+// (package task/process, the contract a task runs). The batch semantics are in
 // batch.go (internal/batch), the lifecycle and the transaction
 // (internal/txn) in task.go.
 package task

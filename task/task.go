@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/flechtwerk/flechtwerk/changelog"
-	"github.com/flechtwerk/flechtwerk/internal/batch"
 	"github.com/flechtwerk/flechtwerk/internal/config"
 	"github.com/flechtwerk/flechtwerk/internal/tracing"
 	"github.com/flechtwerk/flechtwerk/internal/txn"
@@ -51,7 +50,7 @@ type Config struct {
 	Member func() (memberID string, generation int32)
 	// Policy decides what becomes of the invalid records of every batch
 	// (and counts them); nil is Crash.
-	Policy *batch.Policy
+	Policy *process.Policy
 	// TracerProvider, when not nil, traces the task's records and
 	// commits (the spans of runner.WithTracerProvider); nil is tracing
 	// off. Propagator reads and writes the trace context of record

@@ -149,23 +149,23 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 			}
 			switch pol.Mode {
 			case Skip:
-				pol.log(ie)
+				logHandled(pol, ie)
 				n.skipped++
 				continue
 			case DeadLetter:
-				pol.log(ie)
+				logHandled(pol, ie)
 				n.dead++
-				dead = append(dead, pol.deadLetter(r, ie))
+				dead = append(dead, deadLetter(pol, r, ie))
 				continue
 			case Substitute:
-				sub, err := pol.substituted(r, ie)
+				sub, err := substituted(pol, r, ie)
 				if err != nil {
 					return nil, err
 				}
 				if in, err = prepare(tr, sub); err != nil {
 					return nil, invalidSubstitute(sub, ie, err)
 				}
-				pol.log(ie)
+				logHandled(pol, ie)
 				n.substituted++
 				r = sub
 			default:
@@ -319,7 +319,7 @@ func runBucket(ctx context.Context, p Params, bk *bucket, stateful bool) {
 // false when the record ended the bucket (bk.err is set).
 func runRecord(ctx context.Context, p Params, bk *bucket, i int, cur *[]byte, found *bool, stateful bool) bool {
 	r, pol := bk.recs[i], p.Policy
-	res, err := process(ctx, p.Transformer, bk.in[i], *cur, *found)
+	res, err := processRecord(ctx, p.Transformer, bk.in[i], *cur, *found)
 	if err != nil {
 		ie, ok := asInvalid(r, err)
 		if !ok {
@@ -328,20 +328,20 @@ func runRecord(ctx context.Context, p Params, bk *bucket, i int, cur *[]byte, fo
 		}
 		switch pol.Mode {
 		case Skip:
-			pol.log(ie)
+			logHandled(pol, ie)
 			bk.n.skipped++
 			return true
 		case DeadLetter:
-			pol.log(ie)
+			logHandled(pol, ie)
 			bk.n.dead++
-			bk.outs = append(bk.outs, pol.deadLetter(r, ie))
+			bk.outs = append(bk.outs, deadLetter(pol, r, ie))
 			return true
 		case Substitute:
 			if res, err = substitute(ctx, p, bk, r, ie, *cur, *found); err != nil {
 				bk.err = err
 				return false
 			}
-			pol.log(ie)
+			logHandled(pol, ie)
 			bk.n.substituted++
 		default:
 			bk.err = ie
@@ -366,7 +366,7 @@ func runRecord(ctx context.Context, p Params, bk *bucket, i int, cur *[]byte, fo
 // substitute runs r again with the policy's substitute value, in bucket bk
 // (the substitute must keep the record's state key).
 func substitute(ctx context.Context, p Params, bk *bucket, r *kgo.Record, ie *transformer.InvalidRecordError, cur []byte, found bool) (stage.Result, error) {
-	sub, err := p.Policy.substituted(r, ie)
+	sub, err := substituted(p.Policy, r, ie)
 	if err != nil {
 		return stage.Result{}, err
 	}
@@ -377,7 +377,7 @@ func substitute(ctx context.Context, p Params, bk *bucket, r *kgo.Record, ie *tr
 	if !bytes.Equal(in.Key, bk.key) {
 		return stage.Result{}, fmt.Errorf("%w: policy substitute: the substitute value changes the state key to %q", ie, in.Key)
 	}
-	res, err := process(ctx, p.Transformer, in, cur, found)
+	res, err := processRecord(ctx, p.Transformer, in, cur, found)
 	if err != nil {
 		return stage.Result{}, invalidSubstitute(sub, ie, err)
 	}
@@ -407,9 +407,9 @@ func prepare(tr stage.Transformer, r *kgo.Record) (in stage.Input, err error) {
 	return tr.Prepare(r)
 }
 
-// process calls the stage's Process (the user's transform and codec),
+// processRecord calls the stage's Process (the user's transform and codec),
 // recovering a panic.
-func process(ctx context.Context, tr stage.Transformer, in stage.Input, state []byte, found bool) (res stage.Result, err error) {
+func processRecord(ctx context.Context, tr stage.Transformer, in stage.Input, state []byte, found bool) (res stage.Result, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = flechtwerk.Recovered(v)

@@ -3,48 +3,30 @@ package batch
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/task/process"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
-// Mode is what becomes of an invalid record (a *transformer.InvalidRecordError).
-type Mode int
-
-const (
-	// Crash ends the batch with the record's error: nothing of it is
-	// committed. The default.
-	Crash Mode = iota
-	// Skip drops the record; its offset commits with the batch.
-	Skip
-	// Substitute runs the record again with the value the policy's hook
-	// returns (a key is never substituted).
-	Substitute
-	// DeadLetter emits the original record, with headers that say where it
-	// came from and why, to the dead-letter topic as an output of the
-	// batch: it commits in the batch's transaction.
-	DeadLetter
+// Mode, Policy and the modes are package process's (the public contract
+// a task runs with); the policy's steps below apply them.
+type (
+	Mode   = process.Mode
+	Policy = process.Policy
 )
 
-func (m Mode) String() string {
-	switch m {
-	case Crash:
-		return "crash"
-	case Skip:
-		return "skip"
-	case Substitute:
-		return "substitute"
-	case DeadLetter:
-		return "dead-letter"
-	}
-	return "mode(" + strconv.Itoa(int(m)) + ")"
-}
+// The modes of a Policy.
+const (
+	Crash      = process.Crash
+	Skip       = process.Skip
+	Substitute = process.Substitute
+	DeadLetter = process.DeadLetter
+)
 
 // Dead-letter headers, the names Kafka Streams writes (KIP-1034,
 // org.apache.kafka.streams.errors.internals.ExceptionHandlerUtils), so that
@@ -60,22 +42,6 @@ const (
 	// HeaderPart is ours: the part that failed (key, value, header).
 	HeaderPart = "__flechtwerk.errors.part"
 )
-
-// Policy is what a runner does with invalid records, and its counts.
-type Policy struct {
-	Mode Mode
-	// DeadLetterTopic is the topic of DeadLetter.
-	DeadLetterTopic string
-	// Substitute returns the replacement value of Substitute.
-	Substitute func(*transformer.InvalidRecordError) ([]byte, error)
-	// Logger logs every record the policy handled (nil: none).
-	Logger *slog.Logger
-
-	// Counts of the records handled in batches that processed completely
-	// (counted before the commit: a batch that fails to commit and is
-	// replayed in the same process counts its records again).
-	Skipped, Substituted, DeadLettered atomic.Int64
-}
 
 // counts are the records a batch handled by policy, added to the Policy
 // once the batch processed completely.
@@ -112,7 +78,7 @@ func asInvalid(r *kgo.Record, err error) (*transformer.InvalidRecordError, bool)
 
 // substituted returns a copy of r with the value the policy's hook returns
 // for ie; a key is never substituted.
-func (p *Policy) substituted(r *kgo.Record, ie *transformer.InvalidRecordError) (_ *kgo.Record, err error) {
+func substituted(p *Policy, r *kgo.Record, ie *transformer.InvalidRecordError) (_ *kgo.Record, err error) {
 	if ie.Part == transformer.PartKey {
 		return nil, fmt.Errorf("%w (policy substitute: a key is never substituted)", ie)
 	}
@@ -133,7 +99,7 @@ func (p *Policy) substituted(r *kgo.Record, ie *transformer.InvalidRecordError) 
 // deadLetter returns the dead-letter record of r: its key, value and
 // headers, then the KIP-1034 headers naming where it came from and why.
 // The partitioner hashes its key, like any output.
-func (p *Policy) deadLetter(r *kgo.Record, ie *transformer.InvalidRecordError) *kgo.Record {
+func deadLetter(p *Policy, r *kgo.Record, ie *transformer.InvalidRecordError) *kgo.Record {
 	hs := make([]kgo.RecordHeader, 0, len(r.Headers)+7)
 	hs = append(hs, r.Headers...)
 	text := func(k, v string) { hs = append(hs, kgo.RecordHeader{Key: k, Value: []byte(v)}) }
@@ -162,7 +128,7 @@ func trace(err error) string {
 	return b.String()
 }
 
-func (p *Policy) log(ie *transformer.InvalidRecordError) {
+func logHandled(p *Policy, ie *transformer.InvalidRecordError) {
 	if p.Logger == nil {
 		return
 	}
@@ -179,20 +145,18 @@ func AsInvalid(r *kgo.Record, err error) (*transformer.InvalidRecordError, bool)
 	return asInvalid(r, err)
 }
 
-// SubstitutedRecord returns a copy of r with the value the policy's hook
-// returns for ie; an invalid key, or a failing hook, is an error wrapping
-// ie.
-func (p *Policy) SubstitutedRecord(r *kgo.Record, ie *transformer.InvalidRecordError) (*kgo.Record, error) {
-	return p.substituted(r, ie)
+// SubstitutedRecord returns a copy of r with the value p's hook returns
+// for ie; an invalid key, or a failing hook, is an error wrapping ie.
+func SubstitutedRecord(p *Policy, r *kgo.Record, ie *transformer.InvalidRecordError) (*kgo.Record, error) {
+	return substituted(p, r, ie)
 }
 
-// DeadLetterRecord returns the dead-letter record of r: its key, value
-// and headers, then the KIP-1034 headers naming where it came from and
-// why.
-func (p *Policy) DeadLetterRecord(r *kgo.Record, ie *transformer.InvalidRecordError) *kgo.Record {
-	return p.deadLetter(r, ie)
+// DeadLetterRecord returns the dead-letter record of r for p: its key,
+// value and headers, then the KIP-1034 headers naming where it came from
+// and why.
+func DeadLetterRecord(p *Policy, r *kgo.Record, ie *transformer.InvalidRecordError) *kgo.Record {
+	return deadLetter(p, r, ie)
 }
 
-// Log logs a record the policy handled (at warn level; nothing without a
-// logger).
-func (p *Policy) Log(ie *transformer.InvalidRecordError) { p.log(ie) }
+// Log logs a record p handled (at warn level; nothing without a logger).
+func Log(p *Policy, ie *transformer.InvalidRecordError) { logHandled(p, ie) }

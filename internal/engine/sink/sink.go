@@ -448,11 +448,11 @@ func (sr *sinkRun) prepare(ctx context.Context, rec *kgo.Record) ([]stage.Output
 	pol := sr.pol
 	switch pol.Mode {
 	case batch.Skip:
-		pol.Log(ie)
+		batch.Log(pol, ie)
 		pol.Skipped.Add(1)
 		return nil, nil
 	case batch.Substitute:
-		sub, err := pol.SubstitutedRecord(rec, ie)
+		sub, err := batch.SubstitutedRecord(pol, rec, ie)
 		if err != nil {
 			return nil, err
 		}
@@ -463,16 +463,16 @@ func (sr *sinkRun) prepare(ctx context.Context, rec *kgo.Record) ([]stage.Output
 			}
 			return nil, err
 		}
-		pol.Log(ie)
+		batch.Log(pol, ie)
 		pol.Substituted.Add(1)
 		return outs, nil
 	case batch.DeadLetter:
-		dl := pol.DeadLetterRecord(rec, ie)
+		dl := batch.DeadLetterRecord(pol, rec, ie)
 		if err := sr.dlq.ProduceSync(ctx, dl).FirstErr(); err != nil {
 			return nil, fmt.Errorf("runner: sink: producing the dead letter of %s[%d]@%d to topic %q: %w",
 				rec.Topic, rec.Partition, rec.Offset, pol.DeadLetterTopic, err)
 		}
-		pol.Log(ie)
+		batch.Log(pol, ie)
 		pol.DeadLettered.Add(1)
 		return nil, nil
 	}

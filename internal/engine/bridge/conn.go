@@ -12,11 +12,9 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/latch"
 )
 
-// ErrDisconnected is wrapped by the error that ends Run when the MQTT
-// connection is lost. Nothing received since the last acknowledgement was
-// acknowledged: the broker keeps it in the session of the client id and
-// delivers it again when that client id reconnects.
-var ErrDisconnected = errors.New("mqtt bridge: connection lost")
+// errDisconnected is wrapped by the error of a lost connection when the
+// Settings name no sentinel of their own.
+var errDisconnected = errors.New("mqtt bridge: connection lost")
 
 // conn is the one MQTT connection of a Run: a persistent session (clean
 // session off), manual acknowledgement, no reconnects.
@@ -51,7 +49,11 @@ func dial(ctx context.Context, s Settings, wake chan struct{}, onLost func()) (c
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
 			c.mu.Lock()
 			if c.lost == nil {
-				c.lost = fmt.Errorf("%w: %v", ErrDisconnected, err)
+				lost := s.Disconnected
+				if lost == nil {
+					lost = errDisconnected
+				}
+				c.lost = fmt.Errorf("%w: %v", lost, err)
 			}
 			c.mu.Unlock()
 			onLost()

@@ -10,7 +10,8 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 )
 
-// Message is one MQTT message as the engine hands it to the relay.
+// Message is one MQTT message as the engine hands it to the relay; it
+// converts to mqttbridge.Message (the same fields).
 type Message struct {
 	Topic     string
 	Payload   []byte
@@ -35,6 +36,12 @@ type Settings struct {
 	ConnectTimeout time.Duration
 	// MaxBatch bounds the messages relayed in one cycle (one transaction).
 	MaxBatch int
+	// Disconnected is wrapped by the error that ends Run when the
+	// connection is lost (mqttbridge.ErrDisconnected). Nothing received
+	// since the last acknowledgement was acknowledged: the broker keeps it
+	// in the session of the client id and delivers it again when that
+	// client id reconnects.
+	Disconnected error
 }
 
 // Stage is the engine's view of a bridge.

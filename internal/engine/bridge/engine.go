@@ -119,7 +119,7 @@ type run struct {
 
 // Run relays until ctx is canceled (then it finishes the cycle under way,
 // disconnects without unsubscribing and returns nil) or an error ends it:
-// a lost MQTT connection (ErrDisconnected), a failed commit, a config
+// a lost MQTT connection (wrapping Settings.Disconnected), a failed commit, a config
 // record it cannot use. ready is called once the first reconciliation
 // subscribed the active configs.
 func (e *Engine) Run(ctx context.Context, ready func()) error {
