@@ -15,7 +15,7 @@
 // this package, and the engine may change it freely.
 //
 // Callers: runner (to look a stage up), task and internal/batch (to run a
-// transformer), internal/extract (an extractor), the sink engine, and
+// transformer), internal/engine/extract (an extractor), the sink engine, and
 // transformertest (which runs a transformer the same way the runtime
 // does). Implementations run user code (state-key functions, transforms,
 // codecs, poll functions, sinks) and may panic; each interface says who

@@ -6,7 +6,7 @@
 // the task does with the records they reject as invalid (a
 // *flechtwerk.InvalidRecordError): crash, skip, substitute or dead-letter.
 //
-// Package transformer implements it for every *transformer.Transformer;
+// Package transformer implements it for every *transformer.Stage;
 // the engine finds that implementation for the value a user passed to
 // runner.NewTransformer. Tests and tools can drive a task (task.Start)
 // with any Processor.
