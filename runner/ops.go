@@ -54,7 +54,9 @@ const (
 	Starting
 	// Restoring: a task restores its store from the changelog.
 	Restoring
-	// Running: every task of the instance is restored and fetching.
+	// Running: every task of the instance is restored and fetching (a
+	// sink: its checks passed and it fetches; an extractor: its stage is
+	// open; a bridge: its first reconciliation subscribed).
 	Running
 	// Rebalancing: the group moves tasks; the tasks that stay on this
 	// instance keep processing.
@@ -208,7 +210,8 @@ func (o *ops) begin(ctx context.Context) func(errp *error) {
 	}
 }
 
-// serve marks a stage that is ready from its start (an extractor) Running
+// serve marks a stage that is ready once it started (an extractor once
+// open, a sink once its checks passed, a bridge once reconciled) Running
 // and served, unless Run is already stopping.
 func (o *ops) serve() {
 	o.mu.Lock()

@@ -218,7 +218,7 @@ func (r *Runner) run(ctx context.Context, hooks transform.Hooks) (err error) {
 	}
 	if r.snk != nil {
 		// A sink has no stores.
-		return sinkengine.Run(ctx, sinkengine.Params{Cfg: &r.cfg, Sink: r.snk, Policy: r.policy})
+		return sinkengine.Run(ctx, sinkengine.Params{Cfg: &r.cfg, Sink: r.snk, Policy: r.policy, Ready: r.ops.serve})
 	}
 	defer r.pruneStores(ctx)()
 	if r.ex != nil {

@@ -576,3 +576,33 @@ func TestSinkInvalidDeadLetterMissingTopic(t *testing.T) {
 	require.ErrorContains(t, err, "sink-nodlq-missing")
 	require.Empty(t, s.got())
 }
+
+// TestSinkReady: a sink is Running and ready once its start-up checks
+// passed, in both delivery modes; it is not while they fail.
+func TestSinkReady(t *testing.T) {
+	c := kafkatest.New(t)
+	for _, d := range []sink.Mode{sink.AtLeastOnce, sink.AtMostOnce} {
+		t.Run(d.String(), func(t *testing.T) {
+			topic, app := kafkatest.Name("sink-ready"), kafkatest.Name("sink-ready-app")
+			c.CreateTopic(t, topic, 1)
+			r, err := runner.NewSink(sink.New[[]byte](&memSink{}, sink.ValueCodec(transformer.Bytes()), sink.Delivery(d)),
+				runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(topic))
+			require.NoError(t, err)
+			stop := startRunner(t, r)
+			kafkatest.WaitFor(t, 30*time.Second, "the sink is ready", func() bool { return r.Ready() == nil })
+			st, _ := r.State()
+			require.Equal(t, runner.Running, st)
+			require.NoError(t, stop())
+		})
+	}
+	t.Run("missing input topic", func(t *testing.T) {
+		r, err := runner.NewSink(sink.New[[]byte](&memSink{}, sink.ValueCodec(transformer.Bytes()), sink.Delivery(sink.AtLeastOnce)),
+			runner.SeedBrokers(c.Brokers...), runner.ApplicationID(kafkatest.Name("sink-ready-app")), runner.InputTopics(kafkatest.Name("absent")))
+		require.NoError(t, err)
+		err = r.Run(context.Background())
+		require.Error(t, err)
+		require.Error(t, r.Ready())
+		st, _ := r.State()
+		require.Equal(t, runner.Failed, st)
+	})
+}

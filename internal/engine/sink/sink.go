@@ -44,6 +44,9 @@ type Params struct {
 	Sink stage.Sink
 	// Policy is the InvalidRecords policy of Cfg.
 	Policy *batch.Policy
+	// Ready, when set, is called once the start-up checks passed and the
+	// consumer joins the group and fetches.
+	Ready func()
 }
 
 // sinkRun is one Run of a sink.
@@ -113,6 +116,9 @@ func Run(ctx context.Context, p Params) error {
 	}
 	defer c.Metrics.Attach(sinkSource{sr})()
 	c.Logger.Info("sink starting", "group", c.Group(), "topics", c.InputTopics, "delivery", p.Sink.Delivery().String())
+	if p.Ready != nil {
+		p.Ready()
+	}
 	err = sr.loop(ctx)
 	if sr.atLeast {
 		sr.finalCommit()
