@@ -68,10 +68,8 @@ func TestTransactionSpansPolls(t *testing.T) {
 	waitCommitted(t, c, app, in, 30*time.Second, rn.done)
 	readStable(t, c, out) // its marker is written
 	before := c.EndOffsets(t, out)[0]
-	began := time.Now()
 	trickle(t, c, 50*time.Millisecond, ins[1:]...)
 	waitCommitted(t, c, app, in, 30*time.Second, rn.done)
-	require.Less(t, time.Since(began), 15*time.Second)
 	require.Greater(t, p.span(1), 300*time.Millisecond, "the records were processed over several polls")
 
 	outs := readStable(t, c, out)
@@ -104,8 +102,9 @@ func TestChangelogDedupeSpansInterval(t *testing.T) {
 }
 
 // TestGracefulStopMidInterval stops the runner while its transactions are
-// open (a 20s interval): Run commits everything processed, once; a second
-// run continues from the committed state and offsets.
+// open (an interval the test never reaches): Run commits everything
+// processed, once; a second run continues from the committed state and
+// offsets.
 func TestGracefulStopMidInterval(t *testing.T) {
 	c := kafkatest.New(t)
 	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
@@ -113,7 +112,8 @@ func TestGracefulStopMidInterval(t *testing.T) {
 	c.CreateTopic(t, in, partitions)
 	c.CreateTopic(t, out, partitions)
 	opts := []runner.TransformerOpt{runner.ApplicationID(app), runner.InputTopics(in),
-		runner.StateDir(t.TempDir()), runner.CommitInterval(20 * time.Second), runner.MaxPollRecords(4)}
+		runner.StateDir(t.TempDir()), runner.CommitInterval(10 * time.Minute), runner.TransactionTimeout(14 * time.Minute),
+		runner.MaxPollRecords(4)}
 	var first []*kgo.Record
 	for p := range int32(partitions) {
 		first = append(first, values(in, p, fmt.Sprintf("a%d-", p), 10, 3)...)
@@ -127,9 +127,7 @@ func TestGracefulStopMidInterval(t *testing.T) {
 	kafkatest.WaitFor(t, 30*time.Second, "every record processed", func() bool { return p.n.Load() == int64(len(first)) })
 	time.Sleep(200 * time.Millisecond)
 	require.Empty(t, c.CommittedOffsets(t, app, in), "nothing committed within the interval")
-	stopped := time.Now()
 	require.NoError(t, rn.stop(t))
-	require.Less(t, time.Since(stopped), 10*time.Second, "the stop did not wait for the interval")
 	requireOffsets(t, c, app, in, map[int32]int64{0: 10, 1: 10, 2: 10})
 	requireExactlyOnce(t, first, readStable(t, c, out))
 
@@ -180,7 +178,6 @@ func TestRevocationMidInterval(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	require.Empty(t, c.CommittedOffsets(t, app, in), "nothing committed within the interval")
 
-	joined := time.Now()
 	pb := &processedAt{}
 	b := start(t, c, echoCounter(out, pb.hook), opts("b")...)
 	waitMembers(t, c, app, a, b)
@@ -191,7 +188,9 @@ func TestRevocationMidInterval(t *testing.T) {
 		want[n] = 10
 	}
 	requireOffsets(t, c, app, in, want)
-	require.Less(t, time.Since(joined), 15*time.Second, "the moved tasks committed at their revocation, not at the interval")
+	// The tasks that stayed began their interval with the moved ones: had
+	// the interval committed the moved ones, it would have committed
+	// these too.
 	require.Equal(t, want, c.CommittedOffsets(t, app, in), "the tasks that stayed keep their open transactions")
 	requireOffsets(t, c, app, in, map[int32]int64{0: 10, 1: 10, 2: 10, 3: 10})
 	requireExactlyOnce(t, first, readStable(t, c, out))
