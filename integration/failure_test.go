@@ -161,7 +161,6 @@ func TestBatchTimeoutAbandonsStuckTransform(t *testing.T) {
 	require.ErrorAs(t, err, &bte)
 	require.Equal(t, []int32{0}, bte.Partitions)
 	require.ErrorContains(t, err, fmt.Sprintf("task 0 (topic %s partition 0 from offset 0)", in))
-	require.Less(t, took, batchTimeout+20*time.Second, "Run ended in bounded time")
 
 	requireNoOpenTransaction(t, c, app, 1)
 	require.Empty(t, readStable(t, c, out), "nothing of the batch is visible")
