@@ -299,18 +299,22 @@ func TestOpenUnreachableRegistry(t *testing.T) {
 }
 
 func TestLookupOnlyRefusesUnregistered(t *testing.T) {
-	reg := registries(t)[0]
-	c, err := schemaregistry.Avro[order](reg.cl, "lookups", orderAvro, schemaregistry.AutoRegister(false), schemaregistry.Key())
-	require.NoError(t, err)
-	require.Equal(t, "lookups-key", c.Subject())
-	err = c.Open(context.Background())
-	require.ErrorIs(t, err, flechtwerk.ErrSchemaRefused)
-	require.ErrorContains(t, err, "subject lookups-key")
+	for _, reg := range registries(t) {
+		t.Run(reg.name, func(t *testing.T) {
+			tp := topic(t)
+			c, err := schemaregistry.Avro[order](reg.cl, tp, orderAvro, schemaregistry.AutoRegister(false), schemaregistry.Key())
+			require.NoError(t, err)
+			require.Equal(t, tp+"-key", c.Subject())
+			err = c.Open(context.Background())
+			require.ErrorIs(t, err, flechtwerk.ErrSchemaRefused)
+			require.ErrorContains(t, err, "subject "+tp+"-key")
 
-	reg2, err := schemaregistry.Avro[order](reg.cl, "lookups", orderAvro, schemaregistry.Key())
-	open(t, reg2, err)
-	require.NoError(t, c.Open(context.Background()))
-	require.Equal(t, reg2.ID(), c.ID())
+			registering, err := schemaregistry.Avro[order](reg.cl, tp, orderAvro, schemaregistry.Key())
+			open(t, registering, err)
+			require.NoError(t, c.Open(context.Background()))
+			require.Equal(t, registering.ID(), c.ID())
+		})
+	}
 }
 
 func TestEncodeBeforeOpen(t *testing.T) {
@@ -344,36 +348,39 @@ func TestConstructorErrors(t *testing.T) {
 }
 
 func TestDecodeRejectsForeignBytes(t *testing.T) {
-	reg := registries(t)[0]
-	c, err := schemaregistry.Avro[order](reg.cl, topic(t), orderAvro)
-	open(t, c, err)
-	j, err := schemaregistry.JSONSchema[order](reg.cl, topic(t), orderJSON)
-	open(t, j, err)
-	jsonBytes, err := j.Encode(order{ID: "j", Amount: 1})
-	require.NoError(t, err)
-	good, err := c.Encode(order{ID: "a", Amount: 1})
-	require.NoError(t, err)
-	unknownID := append([]byte{0, 0, 0, 0x7f, 0xff}, good[5:]...)
-	truncated := good[:len(good)-1]
+	for _, reg := range registries(t) {
+		t.Run(reg.name, func(t *testing.T) {
+			c, err := schemaregistry.Avro[order](reg.cl, topic(t), orderAvro)
+			open(t, c, err)
+			j, err := schemaregistry.JSONSchema[order](reg.cl, topic(t), orderJSON)
+			open(t, j, err)
+			jsonBytes, err := j.Encode(order{ID: "j", Amount: 1})
+			require.NoError(t, err)
+			good, err := c.Encode(order{ID: "a", Amount: 1})
+			require.NoError(t, err)
+			unknownID := append([]byte{0, 0x7f, 0xff, 0xff, 0xf0}, good[5:]...)
+			truncated := good[:len(good)-1]
 
-	for _, tc := range []struct {
-		name string
-		in   []byte
-		msg  string
-	}{
-		{"plain JSON", []byte(`{"id":"a","amount":1}`), "no Confluent header"},
-		{"magic byte 1", append([]byte{1}, good[1:]...), "no Confluent header"},
-		{"short", []byte{0, 0, 1}, "no Confluent header"},
-		{"tombstone", nil, "empty value"},
-		{"unknown schema id", unknownID, "schema id 32767 is not in the registry"},
-		{"schema of another type", jsonBytes, "is a JSON schema, not AVRO"},
-		{"truncated payload", truncated, fmt.Sprintf("schema id %d", c.ID())},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := c.Decode(tc.in)
-			require.ErrorIs(t, err, schemaregistry.ErrWireFormat)
-			require.ErrorIs(t, err, flechtwerk.ErrInvalidRecord)
-			require.ErrorContains(t, err, tc.msg)
+			for _, tc := range []struct {
+				name string
+				in   []byte
+				msg  string
+			}{
+				{"plain JSON", []byte(`{"id":"a","amount":1}`), "no Confluent header"},
+				{"magic byte 1", append([]byte{1}, good[1:]...), "no Confluent header"},
+				{"short", []byte{0, 0, 1}, "no Confluent header"},
+				{"tombstone", nil, "empty value"},
+				{"unknown schema id", unknownID, "schema id 2147483632 is not in the registry"},
+				{"schema of another type", jsonBytes, "is a JSON schema, not AVRO"},
+				{"truncated payload", truncated, fmt.Sprintf("schema id %d", c.ID())},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					_, err := c.Decode(tc.in)
+					require.ErrorIs(t, err, schemaregistry.ErrWireFormat)
+					require.ErrorIs(t, err, flechtwerk.ErrInvalidRecord)
+					require.ErrorContains(t, err, tc.msg)
+				})
+			}
 		})
 	}
 }
