@@ -231,6 +231,9 @@ func (c *Codec[T]) Encode(v T) ([]byte, error) {
 	return append(b, payload...), nil
 }
 
+// maxIndexDepth bounds the length of a Protobuf message index.
+const maxIndexDepth = 100
+
 // Decode reads a value in the wire format. A schema id it has not seen is
 // fetched from the registry once and kept; Decode needs no Open. A value
 // written with another schema of the subject is read with the codec's
@@ -253,9 +256,11 @@ func (c *Codec[T]) Decode(b []byte) (T, error) {
 	}
 	if want := c.f.index(); want != nil {
 		var idx []int
-		idx, payload, err = new(sr.ConfluentHeader).DecodeIndex(payload, 0)
+		// The bound keeps a forged count from allocating without limit
+		// (protoc nests messages 100 deep at most).
+		idx, payload, err = new(sr.ConfluentHeader).DecodeIndex(payload, maxIndexDepth)
 		if err != nil {
-			return zero, fmt.Errorf("%w: schema id %d: bad Protobuf message index: %v", ErrWireFormat, id, err)
+			return zero, fmt.Errorf("%w: schema id %d: bad Protobuf message index (more than %d levels, or cut short): %v", ErrWireFormat, id, maxIndexDepth, err)
 		}
 		if id == c.ID() && !slices.Equal(idx, want) {
 			return zero, fmt.Errorf("%w: schema id %d: message index %v is not the codec's message %v", ErrWireFormat, id, idx, want)

@@ -56,7 +56,7 @@ const orderAvroBroken = `{"type":"record","name":"Order","namespace":"flechtwerk
 const orderJSON = `{"type":"object","properties":{"id":{"type":"string"},"amount":{"type":"integer","minimum":0}},
  "required":["id","amount"]}`
 
-func wrappersProto(t *testing.T) string {
+func wrappersProto(t testing.TB) string {
 	t.Helper()
 	b, err := os.ReadFile("testdata/wrappers.proto")
 	require.NoError(t, err)
