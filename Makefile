@@ -20,6 +20,9 @@
 #               Python 3.13 venv (integration/secrets/interop.sh).
 # make run    - the word-count example on an embedded broker.
 # make test-mosquitto - the MQTT bridge tests against Mosquitto 2 (apt).
+# make test-schemaregistry - the schemaregistry codecs against Apicurio
+#               Registry 2.4.2 (in memory, Confluent-compatible API), built
+#               from Maven Central (integration/schemaregistry/registry.sh).
 # make run-mqtt - the MQTT bridge example on embedded brokers.
 # make bench  - the throughput/latency benchmark (bench/run.sh): plain loop,
 #               GroupTransactSession loop, the runner and Kafka Streams
@@ -31,17 +34,17 @@
 #               failover with and without a standby, the pause of unmoved
 #               tasks when an instance joins or leaves.
 #
-# The repository holds five modules, tied together by go.work: the library
-# (the root) and bench, examples, integration and internal/pgtest, which
-# keep their dependencies (toxiproxy, pgx, ...) out of the library's
-# go.mod. `go test ./...` at the root covers the library only; the targets
-# below pass every module's packages (scripts/packages.sh) to one go
-# command.
+# The repository holds six modules, tied together by go.work: the library
+# (the root) and bench, examples, integration, internal/pgtest and
+# schemaregistry, which keep their dependencies (toxiproxy, pgx, Avro,
+# ...) out of the library's go.mod. `go test ./...` at the root covers
+# the library only; the targets below pass every module's packages
+# (scripts/packages.sh) to one go command.
 GO ?= go
 
 .PHONY: test test-embedded test-kafka test-cluster test-secure run bench bench-recovery chaos-long chaos-long-cluster check-mod check-api test-secrets
 
-test: check-mod check-api test-embedded test-alerts test-kafka test-cluster test-secure test-postgres test-secrets test-mosquitto fuzz
+test: check-mod check-api test-embedded test-alerts test-kafka test-cluster test-secure test-postgres test-secrets test-mosquitto test-schemaregistry fuzz
 
 # The alert rules checked and unit-tested by promtool (installed from
 # Debian's packages when missing).
@@ -127,3 +130,9 @@ bench-mqtt:
 # The MQTT bridge example on embedded brokers (kfake and mochi-mqtt).
 run-mqtt:
 	$(GO) run ./examples/mqttbridge
+# The schemaregistry module's tests against a throw-away Apicurio Registry
+# (in-memory storage, /apis/ccompat/v7) selected by SCHEMA_REGISTRY_URL;
+# make test-embedded runs the same tests on franz-go's in-process fake.
+.PHONY: test-schemaregistry
+test-schemaregistry:
+	GO=$(GO) bash integration/schemaregistry/test-schemaregistry.sh

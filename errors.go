@@ -105,6 +105,18 @@ const (
 	// CodeInvalidShareGroup: the application id cannot be the share group
 	// of $share/{group}/{filter} (it is empty or holds '/', '+' or '#').
 	CodeInvalidShareGroup Code = "INVALID_SHARE_GROUP"
+	// CodeSchemaRefused: a schema registry refused the schema of a codec
+	// (package schemaregistry) when the codec opened: incompatible with
+	// the subject's registered versions under its compatibility rule,
+	// invalid, not registered (for a codec that does not register), or
+	// not authorized. The error names the subject. Nothing was encoded;
+	// fix the schema or the subject's compatibility rule.
+	CodeSchemaRefused Code = "SCHEMA_REFUSED"
+	// CodeSchemaRegistryUnavailable: a codec could not reach its schema
+	// registry when it opened (a connection error, a timeout or a server
+	// error). The error names the subject. Nothing was encoded; it is
+	// safe to retry.
+	CodeSchemaRegistryUnavailable Code = "SCHEMA_REGISTRY_UNAVAILABLE"
 )
 
 // Sentinels, one per code: errors.Is(err, ErrMissingTopic) is true for every
@@ -130,6 +142,9 @@ var (
 	ErrNoMQTTBroker        = &ConfigError{Code: CodeNoMQTTBroker}
 	ErrNoMQTTClientID      = &ConfigError{Code: CodeNoMQTTClientID}
 	ErrInvalidShareGroup   = &ConfigError{Code: CodeInvalidShareGroup}
+
+	ErrSchemaRefused             = &ConfigError{Code: CodeSchemaRefused}
+	ErrSchemaRegistryUnavailable = &ConfigError{Code: CodeSchemaRegistryUnavailable}
 
 	// ErrBatchTimeout matches the error that ends Run when a batch did
 	// not finish within BatchTimeout.

@@ -45,7 +45,7 @@ alive() {
 cmdline_has() {
   local pid="$1" arg="$2"
   [[ -r "/proc/$pid/cmdline" ]] || return 1
-  tr '\0' '\n' <"/proc/$pid/cmdline" | grep -qxF "$arg"
+  tr '\0' '\n' <"/proc/$pid/cmdline" | grep -qxF -- "$arg"
 }
 
 # parse_start_args USAGE ARGS...: the options of a start subcommand, into
