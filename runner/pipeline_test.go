@@ -278,6 +278,37 @@ func TestPipelineStageErrorEndsRun(t *testing.T) {
 	require.Len(t, c.ReadCommitted(t, out), 10)
 	st, err := p.Stage(appA).State()
 	require.Equal(t, runner.Stopped, st, "the good stage stopped gracefully: %v", err)
+	require.ErrorContains(t, p.Healthy(), "stage "+appB+": runner: failed")
+	srv := httptest.NewServer(p.Handler(nil))
+	defer srv.Close()
+	body := get(t, srv.URL+"/healthz", 503)
+	require.Contains(t, body, appB+": runner: failed")
+	require.Contains(t, body, appA+": runner: stopped")
+}
+
+// TestPipelineRepartitionGivenCount checks that a repartition topic gets
+// the partition count given to Repartition, not its sender's.
+func TestPipelineRepartitionGivenCount(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out := kafkatest.Name("in"), kafkatest.Name("out")
+	splitApp, countApp := kafkatest.Name("split"), kafkatest.Name("count")
+	c.CreateTopic(t, in, 3)
+	c.CreateTopic(t, out, 3)
+	p, err := runner.NewPipeline("given", runner.SeedBrokers(c.Brokers...))
+	require.NoError(t, err)
+	words := p.Repartition("words", splitApp, countApp, 5)
+	_, err = p.AddTransformer(splitter(&words), runner.ApplicationID(splitApp), runner.InputTopics(in))
+	require.NoError(t, err)
+	_, err = p.AddTransformer(wordCounter(out), runner.ApplicationID(countApp), runner.InputTopics(words), runner.StateDir(t.TempDir()))
+	require.NoError(t, err)
+	stop, done := runPipeline(t, p)
+	kafkatest.WaitFor(t, 30*time.Second, "the pipeline ready", func() bool { return p.Ready() == nil })
+	details, err := c.Adm.ListTopics(context.Background(), words)
+	require.NoError(t, err)
+	require.Len(t, details[words].Partitions, 5)
+	stop()
+	require.NoError(t, <-done)
+	done <- nil
 }
 
 // TestPipelineRepartitionMismatch checks that an existing repartition
