@@ -42,7 +42,7 @@ var sentences = []string{
 
 func main() {
 	brokers := flag.String("brokers", "", "comma-separated Kafka brokers; empty starts an embedded broker")
-	app := flag.String("app", "wordcount", "application id")
+	app := flag.String("app", "wordcount", "pipeline name; the stages' application ids are {app}-split and {app}-count")
 	in := flag.String("in", "sentences", "input topic")
 	out := flag.String("out", "word-counts", "output topic")
 	partitions := flag.Int("partitions", 3, "partitions of topics this program creates")
