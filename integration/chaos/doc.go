@@ -62,8 +62,9 @@
 // input exactly once at the end, each input key's stamp and each word's
 // count exactly 1..count, and every stage's group at its input's end. Its
 // sizes are CHAOS_PIPELINE_RECORDS (6000), CHAOS_PIPELINE_KILLS (4),
-// CHAOS_PIPELINE_DURATION (15s, 25s on Apache Kafka) and CHAOS_PIPELINE_WORDS (13), besides the
-// shared CHAOS_* variables:
+// CHAOS_PIPELINE_DURATION (15s, 25s on Apache Kafka), CHAOS_PIPELINE_WORDS
+// (13) and CHAOS_PIPELINE_ARGS (extra ./pipeline flags, e.g.
+// -commit-interval 1s), besides the shared CHAOS_* variables:
 //
 //	chaos: pipeline broker=kfake stages=3 records=6000 processes=3 kills=4 zombies=1 stops=1 duplicates=0 gaps=0 seq_exact=true offsets_exact=true ...
 //

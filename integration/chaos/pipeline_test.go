@@ -72,7 +72,9 @@ func newPipelineRun(t *testing.T) *pipelineRun {
 	cfg.duration = envDuration(t, "CHAOS_PIPELINE_DURATION", paced)
 	cfg.timeout = envDuration(t, "CHAOS_TIMEOUT", 4*time.Minute)
 	words := envInt(t, "CHAOS_PIPELINE_WORDS", 13)
-	cfg.extra = append(cfg.extra, "-words", strconv.Itoa(words))
+	// CHAOS_PROCESSOR_ARGS are the sequencer's; CHAOS_PIPELINE_ARGS are
+	// extra flags of ./pipeline.
+	cfg.extra = append(strings.Fields(os.Getenv("CHAOS_PIPELINE_ARGS")), "-words", strconv.Itoa(words))
 	r := &pipelineRun{harness: newHarness(t, cfg), words: words}
 	r.hops[0].group, r.hops[0].topic = r.app+"-stamp", r.in
 	r.hops[1].group, r.hops[1].topic = r.app+"-rekey", runner.RepartitionTopic(r.app+"-rekey", "stamped")
