@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/extractor"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/runner"
 	"github.com/flechtwerk/flechtwerk/transformer"
@@ -424,4 +426,59 @@ func TestPipelineConfigErrors(t *testing.T) {
 			require.Contains(t, err.Error(), tc.field)
 		})
 	}
+}
+
+// TestPipelineExtractorThenCount runs an extractor that sends re-keyed
+// records into a repartition topic, sized by default from its config
+// topics, and a counter of the new keys; every count must be exact.
+func TestPipelineExtractorThenCount(t *testing.T) {
+	c := kafkatest.New(t)
+	cfgTopic, out := kafkatest.Name("configs"), kafkatest.Name("out")
+	exApp, countApp := kafkatest.Name("extract"), kafkatest.Name("count")
+	c.CreateTopic(t, cfgTopic, 2)
+	c.CreateTopic(t, out, 2)
+	c.Produce(t, &kgo.Record{Topic: cfgTopic, Key: []byte("src"), Value: []byte("{}")})
+
+	p, err := runner.NewPipeline("extract-count", runner.SeedBrokers(c.Brokers...))
+	require.NoError(t, err)
+	keyed := p.Repartition("keyed", exApp, countApp, 0)
+	const total = 20
+	ex := extractor.New(func(ctx context.Context, _ extractor.Config[struct{}], cur int, e *extractor.Emitter[int]) error {
+		if cur >= total {
+			return nil
+		}
+		for n := cur; n < cur+5; n++ {
+			e.Send(keyed, []byte("w"+strconv.Itoa(n%3)), []byte(strconv.Itoa(n)))
+		}
+		return e.Commit(ctx, cur+5)
+	})
+	_, err = p.AddExtractor(ex, runner.ApplicationID(exApp), runner.ConfigTopics(cfgTopic),
+		runner.PollInterval(10*time.Millisecond), runner.StateDir(t.TempDir()))
+	require.NoError(t, err)
+	_, err = p.AddTransformer(wordCounter(out), runner.ApplicationID(countApp), runner.InputTopics(keyed), runner.StateDir(t.TempDir()))
+	require.NoError(t, err)
+	_, done := runPipeline(t, p)
+
+	want := map[string]int{"w0": 7, "w1": 7, "w2": 6}
+	kafkatest.WaitFor(t, 60*time.Second, "every count committed", func() bool {
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("pipeline Run ended: %v", err)
+		default:
+		}
+		got := map[string]int{}
+		n := 0
+		for _, r := range c.ReadCommitted(t, out) {
+			v, err := strconv.Atoi(string(r.Value))
+			require.NoError(t, err)
+			got[string(r.Key)] = max(got[string(r.Key)], v)
+			n++
+		}
+		require.LessOrEqual(t, n, total, "no output twice")
+		return maps.Equal(got, want) && n == total
+	})
+	details, err := c.Adm.ListTopics(context.Background(), keyed)
+	require.NoError(t, err)
+	require.Len(t, details[keyed].Partitions, 2, "sized from the extractor's config topics")
 }
