@@ -29,5 +29,11 @@
 //
 //	go test ./bench -run '^$' -bench . -benchtime 200000x
 //
+// BenchmarkPipeline compares a two-stage pipeline (re-key into a
+// repartition topic, then count) in one process against the same two
+// stages as two processes, in one run (x-one-process: the rate of two
+// processes over that of one); its stages run in child processes of the
+// test binary.
+//
 // Without -bench, go test only compiles the package.
 package bench

@@ -20,6 +20,17 @@
 // stage and the option values, reports every problem at once as coded
 // *flechtwerk.ConfigError values, and does no I/O.
 //
+// A Pipeline runs several stages in one process with one Run, one
+// health view and a shared logger and metrics registry; each stage keeps
+// its own application id and commits on its own. Repartition declares the
+// internal topic a re-keying stage sends to and the next stage reads:
+//
+//	p, err := runner.NewPipeline("wordcount", runner.SeedBrokers(b), runner.WithLogger(log))
+//	words := p.Repartition("words", "wc-split", "wc-count", 0)
+//	_, err = p.AddTransformer(split, runner.ApplicationID("wc-split"), runner.InputTopics("sentences"))
+//	_, err = p.AddTransformer(count, runner.ApplicationID("wc-count"), runner.InputTopics(words))
+//	err = p.Run(ctx)
+//
 // See package extractor for how an extractor runs, package sink for sinks
 // and package mqttbridge for the bridge; the rest of this page is about
 // transformers.

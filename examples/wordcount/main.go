@@ -1,8 +1,10 @@
-// Command wordcount counts words exactly once.
+// Command wordcount counts words exactly once, as a two-stage pipeline in
+// one process: sentences -> split (re-keys each word into a repartition
+// topic) -> count (one state per word) -> word counts.
 //
 // With no flags it starts an embedded Kafka broker (kfake) on 127.0.0.1,
-// creates its topics, produces a few sentences, runs the counting
-// transformer until every sentence is committed, prints the counts read back
+// creates its topics, produces a few sentences, runs the pipeline until
+// every sentence and every word is committed, prints the counts read back
 // with a read_committed consumer, and exits 0. With -brokers it runs against
 // a real cluster (creating its topics if missing).
 //
@@ -40,19 +42,20 @@ var sentences = []string{
 
 func main() {
 	brokers := flag.String("brokers", "", "comma-separated Kafka brokers; empty starts an embedded broker")
-	app := flag.String("app", "wordcount", "application id")
+	app := flag.String("app", "wordcount", "pipeline name; the stages' application ids are {app}-split and {app}-count")
 	in := flag.String("in", "sentences", "input topic")
 	out := flag.String("out", "word-counts", "output topic")
 	partitions := flag.Int("partitions", 3, "partitions of topics this program creates")
 	verbose := flag.Bool("v", false, "log what the runner does")
 	flag.Parse()
-	if err := run(*brokers, *app, *in, *out, int32(*partitions), *verbose); err != nil {
+	if _, err := run(*brokers, *app, *in, *out, int32(*partitions), *verbose); err != nil {
 		fmt.Fprintln(os.Stderr, "wordcount:", err)
 		os.Exit(1)
 	}
 }
 
-func run(brokers, app, in, out string, partitions int32, verbose bool) error {
+// run runs the example and returns the final counts.
+func run(brokers, app, in, out string, partitions int32, verbose bool) (map[string]int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -60,7 +63,7 @@ func run(brokers, app, in, out string, partitions int32, verbose bool) error {
 	if brokers == "" {
 		cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer cluster.Close()
 		seeds = cluster.ListenAddrs()
@@ -68,36 +71,25 @@ func run(brokers, app, in, out string, partitions int32, verbose bool) error {
 	}
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
 	for _, t := range []string{in, out} {
 		if _, err := adm.CreateTopic(ctx, partitions, -1, nil, t); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("creating %s: %w", t, err)
+			return nil, fmt.Errorf("creating %s: %w", t, err)
 		}
 	}
 
-	// Split sentences into words keyed by the word, so each word's count
-	// lives on one partition (the key's).
+	// The producer sends whole sentences, without keys.
 	var recs []*kgo.Record
 	for _, s := range sentences {
-		for _, w := range strings.Fields(s) {
-			recs = append(recs, &kgo.Record{Topic: in, Key: []byte(w), Value: []byte(w)})
-		}
+		recs = append(recs, &kgo.Record{Topic: in, Value: []byte(s)})
 	}
 	if err := admCl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return fmt.Errorf("producing input: %w", err)
+		return nil, fmt.Errorf("producing input: %w", err)
 	}
-	fmt.Printf("produced %d words to %s\n", len(recs), in)
-
-	// The transformer: one state (an int) per word.
-	counter := transformer.New(func(ctx context.Context, rec *transformer.Record, count int, emit *transformer.Emitter[int]) error {
-		count++
-		emit.SetState(count)
-		emit.Send(out, rec.Key, []byte(strconv.Itoa(count)))
-		return nil
-	})
+	fmt.Printf("produced %d sentences to %s\n", len(recs), in)
 
 	logger := slog.New(slog.DiscardHandler)
 	if verbose {
@@ -105,48 +97,70 @@ func run(brokers, app, in, out string, partitions int32, verbose bool) error {
 	}
 	stateDir, err := os.MkdirTemp("", "wordcount-state-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(stateDir)
-	r, err := runner.NewTransformer(counter,
-		runner.SeedBrokers(seeds...),
-		runner.ApplicationID(app),
-		runner.InputTopics(in),
-		runner.StateDir(stateDir),
-		runner.WithLogger(logger),
-	)
+
+	// A two-stage pipeline: split re-keys each word into a repartition
+	// topic (keyed by the word, so each word's records land on one
+	// partition), count keeps one state (an int) per word.
+	p, err := runner.NewPipeline(app, runner.SeedBrokers(seeds...), runner.WithLogger(logger))
 	if err != nil {
-		return err
+		return nil, err
+	}
+	splitApp, countApp := app+"-split", app+"-count"
+	words := p.Repartition("words", splitApp, countApp, 0)
+	split := transformer.Stateless(func(ctx context.Context, rec *transformer.Record, emit *transformer.Outputs) error {
+		for _, w := range strings.Fields(string(rec.Value)) {
+			emit.Send(words, []byte(w), []byte(w))
+		}
+		return nil
+	})
+	counter := transformer.New(func(ctx context.Context, rec *transformer.Record, count int, emit *transformer.Emitter[int]) error {
+		count++
+		emit.SetState(count)
+		emit.Send(out, rec.Key, []byte(strconv.Itoa(count)))
+		return nil
+	})
+	if _, err := p.AddTransformer(split, runner.ApplicationID(splitApp), runner.InputTopics(in)); err != nil {
+		return nil, err
+	}
+	if _, err := p.AddTransformer(counter, runner.ApplicationID(countApp), runner.InputTopics(words),
+		runner.StateDir(stateDir)); err != nil {
+		return nil, err
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- r.Run(runCtx) }()
+	go func() { done <- p.Run(runCtx) }()
 
-	// Wait until the group's committed offsets reach the input's end.
-	if err := waitLagZero(ctx, adm, app, in, done); err != nil {
-		stop()
-		<-done
-		return err
+	// Wait until each stage's committed offsets reach its input's end:
+	// the split stage first, then the words it sent are all in.
+	for _, hop := range [][2]string{{splitApp, in}, {countApp, words}} {
+		if err := waitLagZero(ctx, adm, hop[0], hop[1], done); err != nil {
+			stop()
+			<-done
+			return nil, err
+		}
 	}
 	stop()
 	if err := <-done; err != nil {
-		return fmt.Errorf("runner: %w", err)
+		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 
 	counts, n, err := readCounts(ctx, seeds, out)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	fmt.Printf("read %d committed outputs from %s; final counts:\n", n, out)
-	words := make([]string, 0, len(counts))
+	sorted := make([]string, 0, len(counts))
 	for w := range counts {
-		words = append(words, w)
+		sorted = append(sorted, w)
 	}
-	sort.Strings(words)
-	for _, w := range words {
+	sort.Strings(sorted)
+	for _, w := range sorted {
 		fmt.Printf("  %-8s %d\n", w, counts[w])
 	}
-	return nil
+	return counts, nil
 }
 
 func waitLagZero(ctx context.Context, adm *kadm.Client, group, topic string, done <-chan error) error {

@@ -54,6 +54,20 @@
 //	KAFKA_BROKERS=127.0.0.1:9092 CHAOS_RECORDS=100000 go test -v -run TestChaosExactlyOnce ./integration/chaos/
 //	KAFKA_BROKERS=127.0.0.1:9092 CHAOS_RECORDS=1000000 CHAOS_KILLS=40 CHAOS_ZOMBIES=4 CHAOS_STOPS=4 go test -v -timeout 60m -run TestChaosExactlyOnce ./integration/chaos/
 //
+// TestChaosPipelineExactlyOnce runs ./pipeline, three transformers in one
+// runner.Pipeline (input -> stamp, a count per input key -> a repartition
+// topic -> rekey, by a word derived from the input -> a repartition topic
+// -> count, per word -> output), in three processes under SIGKILLs (at
+// random and during startup), a graceful stop and a zombie. It checks every
+// input exactly once at the end, each input key's stamp and each word's
+// count exactly 1..count, and every stage's group at its input's end. Its
+// sizes are CHAOS_PIPELINE_RECORDS (6000), CHAOS_PIPELINE_KILLS (4),
+// CHAOS_PIPELINE_DURATION (15s, 25s on Apache Kafka), CHAOS_PIPELINE_WORDS
+// (13) and CHAOS_PIPELINE_ARGS (extra ./pipeline flags, e.g.
+// -commit-interval 1s), besides the shared CHAOS_* variables:
+//
+//	chaos: pipeline broker=kfake stages=3 records=6000 processes=3 kills=4 zombies=1 stops=1 duplicates=0 gaps=0 seq_exact=true offsets_exact=true ...
+//
 // TestChaosClusterFaults runs the same chaos against the three-broker
 // cluster of integration/kafka/cluster.sh (KAFKA_CLUSTER names its
 // directory; skipped otherwise) and adds broker faults (SIGKILL and restart
