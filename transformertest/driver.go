@@ -76,6 +76,7 @@ func (o opt) apply(c *cfg) { o(c) }
 type cfg struct {
 	inputs      []string
 	concurrency int
+	partitions  map[string]int32
 }
 
 // InputTopics sets the input topics, in the order the runtime's
@@ -90,6 +91,19 @@ func InputTopics(topics ...string) Opt {
 // same time, like runner.Concurrency. Default 64; 1 runs them one by one.
 func Concurrency(n int) Opt { return opt(func(c *cfg) { c.concurrency = n }) }
 
+// OutputPartitions sets the partition count of an output topic, over
+// which the Driver partitions its outputs as the runtime does (see
+// Driver.Process). The default is the count a declared output asks to be
+// created with (transformer.CreateTopic), else 1. n must be positive.
+func OutputPartitions(topic string, n int32) Opt {
+	return opt(func(c *cfg) {
+		if c.partitions == nil {
+			c.partitions = map[string]int32{}
+		}
+		c.partitions[topic] = n
+	})
+}
+
 // Driver runs a transformer over batches of input records without Kafka.
 // Build it with New.
 type Driver struct {
@@ -97,6 +111,10 @@ type Driver struct {
 	tr       stage.Transformer
 	stateful bool
 	cfg      cfg
+	// parts are the partition counts of output topics (OutputPartitions,
+	// else the declared ones); partitioners their partitioners.
+	parts        map[string]int32
+	partitioners map[string]func(key []byte, partitions int32) int32
 
 	mu       sync.Mutex
 	topicIdx map[string]int
@@ -143,10 +161,28 @@ func New(t Stage, opts ...Opt) (*Driver, error) {
 		}
 		seen[t] = true
 	}
+	for topic, n := range c.partitions {
+		if topic == "" || n <= 0 {
+			errs = append(errs, fmt.Errorf("transformertest: OutputPartitions: topic %q: partition count %d must be positive", topic, n))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	parts := map[string]int32{}
+	var partitioners map[string]func([]byte, int32) int32
+	if o, ok := tr.(stage.Outputs); ok {
+		for _, s := range o.Outputs() {
+			if s.Create {
+				parts[s.Topic] = s.Partitions
+			}
+		}
+		partitioners = o.Partitioners()
+	}
+	maps.Copy(parts, c.partitions)
 	d := &Driver{
+		parts:        parts,
+		partitioners: partitioners,
 		user:     t,
 		tr:       tr,
 		stateful: tr.Stateful(),
@@ -242,13 +278,22 @@ func (d *Driver) Process(ctx context.Context, in ...Input) (*Batch, error) {
 		return nil, errors.Join(errs...)
 	}
 
-	// Commit.
+	// Partition the outputs as the producer would: an output the
+	// runtime's transaction would fail on fails the batch.
 	b := &Batch{Records: len(in), Offsets: next}
+	for _, res := range results {
+		for _, o := range res.Outputs {
+			out, err := d.toOutput(o)
+			if err != nil {
+				return nil, err
+			}
+			b.Outputs = append(b.Outputs, out)
+		}
+	}
+
+	// Commit.
 	for i, res := range results {
 		p := parts[i]
-		for _, o := range res.Outputs {
-			b.Outputs = append(b.Outputs, toOutput(o))
-		}
 		for _, w := range res.Writes {
 			b.Changelog = append(b.Changelog, Write{Partition: p, Key: clone(w.Key), Value: clone(w.Value), Delete: w.Delete})
 		}
@@ -373,14 +418,64 @@ func clone(b []byte) []byte {
 }
 
 // toOutput copies an output as the runtime's produce serializes it at
-// commit: later changes to the transform's buffers do not reach it.
-func toOutput(r *kgo.Record) transformer.Output {
-	o := transformer.Output{Topic: r.Topic, Key: clone(r.Key), Value: clone(r.Value)}
+// commit (later changes to the transform's buffers do not reach it), with
+// the partition the producer would send it to: its explicit one, else its
+// topic's partitioner's choice, else Murmur2 of its key (partition 0 for
+// a nil key), among the topic's partitions (see OutputPartitions). A
+// partition out of range is an *flechtwerk.OutputError, as in the
+// runtime.
+func (d *Driver) toOutput(r *kgo.Record) (transformer.Output, error) {
+	o := transformer.Output{Topic: r.Topic, Key: clone(r.Key), Value: clone(r.Value), Timestamp: r.Timestamp}
 	if r.Headers != nil {
 		o.Headers = make([]transformer.Header, len(r.Headers))
 		for i, h := range r.Headers {
 			o.Headers[i] = transformer.Header{Key: h.Key, Value: clone(h.Value)}
 		}
 	}
-	return o
+	n, ok := d.parts[r.Topic]
+	if !ok {
+		n = 1
+	}
+	p := r.Partition
+	switch fn := d.partitioners[r.Topic]; {
+	case p >= 0:
+	case fn != nil:
+		p = fn(r.Key, n)
+	case r.Key != nil:
+		p = transformer.Murmur2(r.Key, n)
+	default:
+		p = 0
+	}
+	if p < 0 || p >= n {
+		return o, &flechtwerk.OutputError{Code: flechtwerk.CodeOutputPartition, Topic: r.Topic, Partition: p, Partitions: n}
+	}
+	return o.ToPartition(p), nil
+}
+
+// TypedOutput is an output of a declared output topic, decoded (Outputs).
+type TypedOutput[K, V any] struct {
+	Key       K
+	Value     V
+	Partition int32
+	Timestamp time.Time
+	Headers   []transformer.Header
+}
+
+// Outputs returns the committed outputs of topic so far, in commit order,
+// their keys and values decoded with its codecs; a key or value that does
+// not decode is an error naming the output.
+func Outputs[K, V any](d *Driver, topic *transformer.OutputTopic[K, V]) ([]TypedOutput[K, V], error) {
+	var outs []TypedOutput[K, V]
+	for i, o := range d.Outputs() {
+		if o.Topic != topic.Topic() {
+			continue
+		}
+		k, v, err := topic.Decode(o)
+		if err != nil {
+			return nil, fmt.Errorf("transformertest: output %d: %w", i, err)
+		}
+		p, _ := o.Partition()
+		outs = append(outs, TypedOutput[K, V]{Key: k, Value: v, Partition: p, Timestamp: o.Timestamp, Headers: o.Headers})
+	}
+	return outs, nil
 }
