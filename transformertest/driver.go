@@ -55,7 +55,9 @@ type Batch struct {
 	// Records is the number of input records of the batch.
 	Records int
 	// Outputs in commit order: by partition, then by state key in order of
-	// the key's first record, then in emit order.
+	// the key's first record, then in emit order. Each has the timestamp
+	// and headers the runtime produces it with and the partition it goes
+	// to (Output.Partition; see Driver.toOutput's rules in Process).
 	Outputs []transformer.Output
 	// Changelog holds the state writes, deduplicated to the last write
 	// per key, in the order of Outputs. A key that had no state before the
@@ -206,6 +208,15 @@ func New(t Stage, opts ...Opt) (*Driver, error) {
 // The records of each partition run as one task's batch does in the
 // runtime: through the same function (internal/batch), the partitions
 // concurrently, sharing the Concurrency bound.
+//
+// Outputs are partitioned as the runtime's producer does: to their
+// explicit partition (Output.ToPartition), else their topic's partitioner
+// (transformer.Partitioner, transformer.PartitionBy), else
+// transformer.Murmur2 of the key (partition 0 for a nil key, where the
+// runtime spreads them), over the topic's partition count
+// (OutputPartitions). A partition out of range fails the batch with an
+// *flechtwerk.OutputError and changes nothing, as it aborts the runtime's
+// transaction.
 func (d *Driver) Process(ctx context.Context, in ...Input) (*Batch, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
