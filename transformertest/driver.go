@@ -185,13 +185,13 @@ func New(t Stage, opts ...Opt) (*Driver, error) {
 	d := &Driver{
 		parts:        parts,
 		partitioners: partitioners,
-		user:     t,
-		tr:       tr,
-		stateful: tr.Stateful(),
-		cfg:      c,
-		topicIdx: map[string]int{},
-		next:     map[string]map[int32]int64{},
-		state:    map[int32]map[string][]byte{},
+		user:         t,
+		tr:           tr,
+		stateful:     tr.Stateful(),
+		cfg:          c,
+		topicIdx:     map[string]int{},
+		next:         map[string]map[int32]int64{},
+		state:        map[int32]map[string][]byte{},
 	}
 	for i, t := range c.inputs {
 		d.topicIdx[t] = i
