@@ -2,6 +2,7 @@ package transformer
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/flechtwerk/flechtwerk"
@@ -153,28 +154,44 @@ func (t *OutputTopic[K, V]) Topic() string { return t.d.topic }
 // output is never dropped. Sending through an OutputTopic the stage does
 // not list in Produces fails the call too (flechtwerk.CodeInvalidTransformer).
 func (t *OutputTopic[K, V]) Send(out Sender, key K, value V) error {
-	return t.SendRecord(out, TypedOutput[K, V]{Key: key, Value: value})
+	o := out.outputs()
+	k, v, err := t.encode(o, key, value)
+	if err != nil {
+		return err
+	}
+	o.outs = append(o.outs, Output{Topic: t.d.topic, Key: k, Value: v})
+	return nil
 }
 
 // SendRecord is Send for a record with headers, a timestamp or an explicit
 // partition.
 func (t *OutputTopic[K, V]) SendRecord(out Sender, rec TypedOutput[K, V]) error {
 	o := out.outputs()
-	if o.decls != nil && !o.declares(&t.d) {
-		return o.fail(flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "output topic "+t.d.topic,
-			"sent through an OutputTopic the stage does not declare (transformer.Produces)"))
-	}
-	k, err := t.key.Encode(rec.Key)
+	k, v, err := t.encode(o, rec.Key, rec.Value)
 	if err != nil {
-		return o.fail(&flechtwerk.OutputError{Code: flechtwerk.CodeOutputEncode, Topic: t.d.topic, Err: errors.Join(errors.New("encoding key"), err)})
-	}
-	v, err := t.value.Encode(rec.Value)
-	if err != nil {
-		return o.fail(&flechtwerk.OutputError{Code: flechtwerk.CodeOutputEncode, Topic: t.d.topic, Err: errors.Join(errors.New("encoding value"), err)})
+		return err
 	}
 	o.outs = append(o.outs, Output{Topic: t.d.topic, Key: k, Value: v, Headers: rec.Headers, Timestamp: rec.Timestamp,
 		partition: rec.partition, hasPartition: rec.hasPartition})
 	return nil
+}
+
+// encode checks that o's stage declares t and encodes key and value; an
+// error is also recorded as o's failure.
+func (t *OutputTopic[K, V]) encode(o *Outputs, key K, value V) ([]byte, []byte, error) {
+	if o.decls != nil && !o.declares(&t.d) {
+		return nil, nil, o.fail(flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "output topic "+t.d.topic,
+			"sent through an OutputTopic the stage does not declare (transformer.Produces)"))
+	}
+	k, err := t.key.Encode(key)
+	if err != nil {
+		return nil, nil, o.fail(&flechtwerk.OutputError{Code: flechtwerk.CodeOutputEncode, Topic: t.d.topic, Err: fmt.Errorf("encoding key: %w", err)})
+	}
+	v, err := t.value.Encode(value)
+	if err != nil {
+		return nil, nil, o.fail(&flechtwerk.OutputError{Code: flechtwerk.CodeOutputEncode, Topic: t.d.topic, Err: fmt.Errorf("encoding value: %w", err)})
+	}
+	return k, v, nil
 }
 
 // Decode decodes the key and value of an output of the topic (for tests:

@@ -193,16 +193,21 @@ func toKgo(outs []Output, in *kgo.Record, inputHeaders bool) ([]*kgo.Record, err
 	// One allocation for the records and one for all their headers: a
 	// record is sent and acknowledged with the others of its call.
 	recs := make([]kgo.Record, len(outs))
+	// An output without headers of its own shares in's (capped: an
+	// append copies); the others get theirs from one allocation.
 	nh := 0
-	for _, o := range outs {
-		nh += len(inh) + len(o.Headers)
+	for i := range outs {
+		if n := len(outs[i].Headers); n > 0 {
+			nh += len(inh) + n
+		}
 	}
 	var hs []kgo.RecordHeader
 	if nh > 0 {
 		hs = make([]kgo.RecordHeader, nh)
 	}
 	rs := make([]*kgo.Record, len(outs))
-	for i, o := range outs {
+	for i := range outs {
+		o := &outs[i]
 		// -1 asks the partitioner; -1 until it ran also tells a produce
 		// error that none was assigned.
 		p := int32(-1)
@@ -217,7 +222,9 @@ func toKgo(outs []Output, in *kgo.Record, inputHeaders bool) ([]*kgo.Record, err
 		if o.Timestamp.IsZero() {
 			r.Timestamp = ts
 		}
-		if n := len(inh) + len(o.Headers); n > 0 {
+		if len(o.Headers) == 0 && len(inh) > 0 {
+			r.Headers = inh[:len(inh):len(inh)]
+		} else if n := len(inh) + len(o.Headers); n > 0 {
 			r.Headers = hs[:n:n]
 			hs = hs[n:]
 			copy(r.Headers, inh)
