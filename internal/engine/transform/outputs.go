@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -20,10 +21,21 @@ import (
 // default). A missing topic that is not to be created is a
 // flechtwerk.CodeMissingTopic error, an existing one to be created with
 // another partition count a flechtwerk.CodePartitionMismatch error; every
-// problem is reported at once.
-func ensureOutputs(ctx context.Context, adm *kadm.Client, specs []stage.OutputSpec, replication int16) error {
+// problem is reported at once. A declared topic that is also an input is a
+// flechtwerk.CodeDuplicateTopic error, found before the cluster is asked.
+func ensureOutputs(ctx context.Context, adm *kadm.Client, specs []stage.OutputSpec, inputs []string, replication int16) error {
 	if len(specs) == 0 {
 		return nil
+	}
+	var loops []error
+	for _, s := range specs {
+		if slices.Contains(inputs, s.Topic) {
+			loops = append(loops, flechtwerk.Errorf(flechtwerk.CodeDuplicateTopic, "output topic "+s.Topic,
+				"a declared output topic is also an input topic"))
+		}
+	}
+	if len(loops) > 0 {
+		return errors.Join(loops...)
 	}
 	names := make([]string, len(specs))
 	for i, s := range specs {

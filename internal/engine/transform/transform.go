@@ -66,7 +66,7 @@ func Run(ctx context.Context, p Params) error {
 		}
 	}
 	if o, ok := p.Proc.(stage.Outputs); ok {
-		if err := ensureOutputs(ctx, adm, o.Outputs(), c.Replication); err != nil {
+		if err := ensureOutputs(ctx, adm, o.Outputs(), c.InputTopics, c.Replication); err != nil {
 			return err
 		}
 	}
