@@ -95,6 +95,7 @@ func (a adapter[S]) Process(ctx context.Context, in stage.Input, state []byte, f
 	}
 	if t.stateless != nil {
 		out := Outputs{decls: t.out.decls}
+		out.outs = out.buf[:0]
 		if err := t.stateless.Transform(ctx, rec, &out); err != nil {
 			return stage.Result{}, err
 		}
@@ -109,6 +110,7 @@ func (a adapter[S]) processTyped(ctx context.Context, in stage.Input, state []by
 	t := a.t
 	if t.typedStateless != nil {
 		out := Outputs{decls: t.out.decls}
+		out.outs = out.buf[:0]
 		if err := t.typedStateless(ctx, in.View, &out); err != nil {
 			return stage.Result{}, err
 		}
@@ -142,6 +144,7 @@ func (a adapter[S]) stateful(in stage.Input, state []byte, found bool, call func
 	}
 	e := Emitter[S]{had: found}
 	e.decls = t.out.decls
+	e.outs = e.buf[:0]
 	if err := call(s, &e); err != nil {
 		return stage.Result{}, err
 	}

@@ -59,6 +59,9 @@ type Outputs struct {
 	outs  []Output
 	err   error       // the first failed typed send: fails the call
 	decls []*declared // the stage's declarations; nil: not checked
+	// buf backs outs for the first outputs of a call the runtime makes
+	// (most send one or two): no allocation of their own.
+	buf [2]Output
 }
 
 // Send emits a record to topic, partitioned by key.
