@@ -23,7 +23,9 @@ const (
 	// CodeDuplicateTopic: a topic was listed twice, or an output or
 	// changelog topic is also an input.
 	CodeDuplicateTopic Code = "DUPLICATE_TOPIC"
-	// CodeMissingTopic: an input or config topic does not exist.
+	// CodeMissingTopic: an input or config topic, or an output topic a
+	// transformer declared (transformer.Produces) without asking to create
+	// it, does not exist.
 	CodeMissingTopic Code = "MISSING_TOPIC"
 	// CodePartitionMismatch: input topics (or the config topics of one
 	// extractor) have unequal partition counts.
@@ -117,6 +119,15 @@ const (
 	// error). The error names the subject. Nothing was encoded; it is
 	// safe to retry.
 	CodeSchemaRegistryUnavailable Code = "SCHEMA_REGISTRY_UNAVAILABLE"
+	// CodeOutputPartition: an output record's explicit partition, or the
+	// partition its topic's partitioner chose, is not a partition of its
+	// topic (an *OutputError names both). The task's transaction was
+	// aborted; its records are redelivered when it runs again.
+	CodeOutputPartition Code = "OUTPUT_PARTITION_OUT_OF_RANGE"
+	// CodeOutputEncode: the key or value of a typed output did not encode
+	// (an *OutputError names the topic). The transform call failed: its
+	// task's transaction is aborted.
+	CodeOutputEncode Code = "OUTPUT_ENCODE_FAILED"
 )
 
 // Sentinels, one per code: errors.Is(err, ErrMissingTopic) is true for every
@@ -161,6 +172,10 @@ var (
 	// ErrNotAuthorized matches every error that names a missing ACL
 	// (the broker's own error, a *kerr.Error, stays in the chain).
 	ErrNotAuthorized = errors.New("flechtwerk: " + string(CodeNotAuthorized))
+	// ErrOutputPartition matches an *OutputError of CodeOutputPartition.
+	ErrOutputPartition = errors.New("flechtwerk: " + string(CodeOutputPartition))
+	// ErrOutputEncode matches an *OutputError of CodeOutputEncode.
+	ErrOutputEncode = errors.New("flechtwerk: " + string(CodeOutputEncode))
 )
 
 // ConfigError is a configuration problem found before anything was

@@ -125,3 +125,46 @@ func (e *OffsetFetchError) Unwrap() error { return e.Err }
 
 // Is matches ErrOffsetFetch.
 func (e *OffsetFetchError) Is(target error) bool { return target == ErrOffsetFetch }
+
+// OutputError is an output record that could not be produced as asked:
+// its partition is not one of its topic's (CodeOutputPartition), or its
+// typed key or value did not encode (CodeOutputEncode). Nothing is
+// skipped: the record's transform call (for an encode error) or its
+// task's transaction (for a partition) fails, the transaction is aborted,
+// nothing of it is visible and its input offsets did not advance; Run
+// ends, and the records are redelivered when the task runs again.
+// errors.Is(err, ErrOutputPartition) or errors.Is(err, ErrOutputEncode)
+// holds by Code.
+type OutputError struct {
+	// Code is CodeOutputPartition or CodeOutputEncode.
+	Code Code
+	// Topic is the output topic.
+	Topic string
+	// Partition is the partition asked for (CodeOutputPartition).
+	Partition int32
+	// Partitions is the topic's partition count (CodeOutputPartition); -1
+	// when Partition is negative (the topic was not looked at).
+	Partitions int32
+	// Err is the codec's error (CodeOutputEncode).
+	Err error
+}
+
+func (e *OutputError) Error() string {
+	if e.Code == CodeOutputPartition && e.Partitions < 0 {
+		return fmt.Sprintf("flechtwerk: %s: output to topic %s partition %d: a partition is never negative", e.Code, e.Topic, e.Partition)
+	}
+	if e.Code == CodeOutputPartition {
+		return fmt.Sprintf("flechtwerk: %s: output to topic %s partition %d: the topic has %d partitions (0 to %d); transaction aborted",
+			e.Code, e.Topic, e.Partition, e.Partitions, e.Partitions-1)
+	}
+	return fmt.Sprintf("flechtwerk: %s: output to topic %s: %v", e.Code, e.Topic, e.Err)
+}
+
+// Unwrap returns Err.
+func (e *OutputError) Unwrap() error { return e.Err }
+
+// Is reports whether target is the sentinel of e's Code.
+func (e *OutputError) Is(target error) bool {
+	return target == ErrOutputPartition && e.Code == CodeOutputPartition ||
+		target == ErrOutputEncode && e.Code == CodeOutputEncode
+}

@@ -36,7 +36,7 @@ type Runner struct {
 	snk     stage.Sink        // a sink
 	brs     bridge.Stage      // a bridge (package mqttbridge)
 	br      *bridge.Engine
-	life    flechtwerk.Lifecycle // the stage's, nil: none (lifecycle.go)
+	life    []flechtwerk.Lifecycle // the stage's and its codecs' (lifecycle.go)
 	started atomic.Bool
 	ops     ops
 }
@@ -157,7 +157,7 @@ func newRunner[O interface{ apply(*config.Options) }](kind config.Kind, s Stage,
 		return nil, err
 	}
 	r.cfg.EnsureLogger()
-	r.life = lifecycleOf(s)
+	r.life = lifecycles(s)
 	if r.proc != nil {
 		// The policy goes to every task (task.Config.Policy), which
 		// passes it to every batch (internal/batch applies it).
@@ -188,7 +188,9 @@ func (r *Runner) Changelog() string { return r.cfg.Changelog() }
 // the user's value the stage was built from implements
 // flechtwerk.Lifecycle, Run opens it before anything is consumed or polled
 // (an error is an *OpenError and ends Run at once) and closes it after
-// everything Run started has stopped, joining Close's error into Run's.
+// everything Run started has stopped, joining Close's error into Run's;
+// so it does with every codec of a transformer (state, input, declared
+// outputs) that implements flechtwerk.Lifecycle, after the stage's value.
 // Close is not called when Run ends with a *BatchTimeoutError: a transform
 // that ignored its ctx may still be running and using what Close would
 // release.

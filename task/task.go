@@ -99,7 +99,13 @@ func Start(ctx context.Context, cfg Config, proc process.Processor) (*Task, erro
 	// it (20ms) after every caller option, so it holds for every task
 	// producer.
 	opts := append([]kgo.Opt{kgo.ProducerLinger(0)}, cfg.KafkaOpts...)
-	p, err := txn.Open(ctx, config.TransactionalID(cfg.ApplicationID, cfg.Partition), cfg.TransactionTimeout, cfg.Changelog, opts...)
+	// Outputs with a partition (0 or more) go to it; the others (-1) to
+	// their topic's partitioner.
+	rt := txn.Routing{Changelog: cfg.Changelog, Explicit: true}
+	if pp, ok := proc.(partitioned); ok {
+		rt.ByTopic = pp.Partitioners()
+	}
+	p, err := txn.OpenRouted(ctx, config.TransactionalID(cfg.ApplicationID, cfg.Partition), cfg.TransactionTimeout, rt, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("task %d: %w", cfg.Partition, err)
 	}
@@ -112,6 +118,12 @@ func Start(ctx context.Context, cfg Config, proc process.Processor) (*Task, erro
 	}
 	return &Task{cfg: cfg, producer: p, proc: proc, topicIdx: idx,
 		tracer: tracing.New(cfg.TracerProvider, cfg.Propagator, cfg.ApplicationID)}, nil
+}
+
+// partitioned is a Processor whose output topics have partitioners of
+// their own (a transformer stage's Partitioner options), by topic.
+type partitioned interface {
+	Partitioners() map[string]func(key []byte, partitions int32) int32
 }
 
 // Partition returns the task's partition number.

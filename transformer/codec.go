@@ -3,7 +3,12 @@ package transformer
 import "encoding/json"
 
 // Codec encodes and decodes a value of T: a transformer's state (option
-// StateCodec), an extractor's cursor (extractor.CursorCodec). Decode must
+// StateCodec), its input values (InputCodec), the keys and values of a
+// declared output (DeclareOutput), an extractor's cursor
+// (extractor.CursorCodec). A codec that also implements
+// flechtwerk.Lifecycle (one that resolves a schema, say) is opened by the
+// runner before the first record, so a codec that cannot work fails Run
+// before anything is processed, and closed after Run's engine stopped. Decode must
 // return a value that shares no memory with its input (the runtime relies on
 // every call receiving its own copy).
 type Codec[T any] interface {
@@ -32,3 +37,13 @@ func (bytesCodec) Decode(b []byte) ([]byte, error) { return append([]byte(nil), 
 
 // Bytes returns a codec for raw []byte state, stored as is.
 func Bytes() Codec[[]byte] { return bytesCodec{} }
+
+type stringCodec struct{}
+
+func (stringCodec) Encode(s string) ([]byte, error) { return []byte(s), nil }
+
+func (stringCodec) Decode(b []byte) (string, error) { return string(b), nil }
+
+// String returns a codec for strings, stored as their UTF-8 bytes (Kafka's
+// StringSerializer): a nil input decodes to "".
+func String() Codec[string] { return stringCodec{} }

@@ -66,6 +66,32 @@
 // send it to a dead-letter topic in the batch's transaction. Any other
 // error of a transform always ends Run.
 //
+// # Outputs
+//
+// An Output's zero values mean what Kafka Streams does: a zero Timestamp is
+// the input record's, and without ToPartition the record goes where its
+// topic's partitioner puts it (Partitioner, PartitionBy; by default
+// Murmur2 of the key, as Kafka's default partitioner). The InputHeaders
+// option puts the input's headers before each output's own. A partition
+// the topic does not have aborts the task's transaction
+// (*flechtwerk.OutputError, flechtwerk.ErrOutputPartition).
+//
+// Typed outputs are declared once with DeclareOutput (topic, key and value
+// codecs; CreateTopic, PartitionBy) and listed with the Produces option;
+// transforms send typed keys and values through them:
+//
+//	counts := transformer.DeclareOutput("counts", transformer.String(), transformer.JSON[int]())
+//	st := transformer.New(func(ctx context.Context, rec *transformer.Record, n int, out *transformer.Emitter[int]) error {
+//		n++
+//		out.SetState(n)
+//		return counts.Send(out, string(rec.Key), n)
+//	}, transformer.Produces(counts))
+//
+// Run checks at start that every declared topic exists (or creates it)
+// and opens the stage's codecs that implement flechtwerk.Lifecycle. An
+// encode error fails the call with a *flechtwerk.OutputError
+// (flechtwerk.ErrOutputEncode) naming the topic; it is never dropped.
+//
 // # Semantics
 //
 //   - Records of one state key within a batch run serially, in input-topic

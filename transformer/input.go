@@ -70,8 +70,9 @@ func InputCodec[V any](c Codec[V]) Opt {
 // S. The StateKey function, when given, sees the raw record.
 func TypedFrom[V, S any](tr TypedTransformer[V, S], opts ...Opt) *Stage[S] {
 	t, c := build[S](tr, opts)
-	dec, err := inputDecoder[V](c)
+	dec, codec, err := inputDecoder[V](c)
 	t.err = errors.Join(t.err, err)
+	t.input = codec
 	if !isNil(tr) {
 		t.decode = dec
 		t.typed = func(ctx context.Context, view any, s S, e *Emitter[S]) error {
@@ -91,8 +92,9 @@ func NewTyped[V, S any](fn TypedFunc[V, S], opts ...Opt) *Stage[S] {
 // values of type V (decoded by the InputCodec option, JSON by default).
 func StatelessTypedFrom[V any](tr TypedStatelessTransformer[V], opts ...Opt) *Stage[None] {
 	t, c := buildStateless(tr, opts)
-	dec, err := inputDecoder[V](c)
+	dec, codec, err := inputDecoder[V](c)
 	t.err = errors.Join(t.err, err)
+	t.input = codec
 	if !isNil(tr) {
 		t.decode = dec
 		t.typedStateless = func(ctx context.Context, view any, out *Outputs) error {
@@ -110,7 +112,7 @@ func StatelessTyped[V any](fn TypedStatelessFunc[V], opts ...Opt) *Stage[None] {
 
 // inputDecoder returns the decoder of the typed view: the InputCodec
 // option's codec, else JSON.
-func inputDecoder[V any](c cfg) (func(*Record) (any, error), error) {
+func inputDecoder[V any](c cfg) (func(*Record) (any, error), Codec[V], error) {
 	var codec Codec[V]
 	switch in := c.input.(type) {
 	case nil:
@@ -119,7 +121,7 @@ func inputDecoder[V any](c cfg) (func(*Record) (any, error), error) {
 		codec = in
 	default:
 		var zero V
-		return nil, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "InputCodec",
+		return nil, nil, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "InputCodec",
 			"codec %T does not decode the input type %T", in, zero)
 	}
 	return func(rec *Record) (any, error) {
@@ -128,5 +130,5 @@ func inputDecoder[V any](c cfg) (func(*Record) (any, error), error) {
 			return nil, &InvalidRecordError{Part: PartValue, Err: err}
 		}
 		return &TypedRecord[V]{Record: *rec, Value: v}, nil
-	}, nil
+	}, codec, nil
 }

@@ -3,9 +3,12 @@ package transformer
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 )
 
@@ -41,6 +44,44 @@ func (a adapter[S]) Prepare(r *kgo.Record) (stage.Input, error) {
 	return in, nil
 }
 
+// Outputs returns the stage's declared output topics.
+func (a adapter[S]) Outputs() []stage.OutputSpec { return a.t.out.specs() }
+
+// Partitioners returns the partitioners of the stage's output topics.
+func (a adapter[S]) Partitioners() map[string]func(key []byte, partitions int32) int32 {
+	return a.t.out.partitioners
+}
+
+// Codecs returns the codecs the stage holds: its state codec (stateful
+// stages), its input codec (typed stages) and the key and value codecs of
+// its declared outputs, each once.
+func (a adapter[S]) Codecs() []any {
+	t := a.t
+	var cs []any
+	add := func(c any) {
+		if c == nil {
+			return
+		}
+		if reflect.TypeOf(c).Comparable() {
+			for _, x := range cs {
+				if reflect.TypeOf(x) == reflect.TypeOf(c) && x == c {
+					return
+				}
+			}
+		}
+		cs = append(cs, c)
+	}
+	if t.stateless == nil && t.codec != nil {
+		add(t.codec)
+	}
+	add(t.input)
+	for _, d := range t.out.decls {
+		add(d.codecs[0])
+		add(d.codecs[1])
+	}
+	return cs
+}
+
 // Process runs the transform for one prepared record and encodes what it
 // did.
 func (a adapter[S]) Process(ctx context.Context, in stage.Input, state []byte, found bool) (stage.Result, error) {
@@ -53,11 +94,12 @@ func (a adapter[S]) Process(ctx context.Context, in stage.Input, state []byte, f
 		return stage.Result{}, fmt.Errorf("transformer: internal error: input view is %T, not prepared by this transformer", in.View)
 	}
 	if t.stateless != nil {
-		var out Outputs
+		out := Outputs{decls: t.out.decls}
+		out.outs = out.buf[:0]
 		if err := t.stateless.Transform(ctx, rec, &out); err != nil {
 			return stage.Result{}, err
 		}
-		return stage.Result{Outputs: toKgo(out.outs)}, nil
+		return a.result(&out, in.Record, stage.Keep)
 	}
 	return a.stateful(in, state, found, func(s S, e *Emitter[S]) error { return t.fn.Transform(ctx, rec, s, e) })
 }
@@ -67,13 +109,27 @@ func (a adapter[S]) Process(ctx context.Context, in stage.Input, state []byte, f
 func (a adapter[S]) processTyped(ctx context.Context, in stage.Input, state []byte, found bool) (stage.Result, error) {
 	t := a.t
 	if t.typedStateless != nil {
-		var out Outputs
+		out := Outputs{decls: t.out.decls}
+		out.outs = out.buf[:0]
 		if err := t.typedStateless(ctx, in.View, &out); err != nil {
 			return stage.Result{}, err
 		}
-		return stage.Result{Outputs: toKgo(out.outs)}, nil
+		return a.result(&out, in.Record, stage.Keep)
 	}
 	return a.stateful(in, state, found, func(s S, e *Emitter[S]) error { return t.typed(ctx, in.View, s, e) })
+}
+
+// result is the Result of a call that sent out: its first failed typed
+// send fails it.
+func (a adapter[S]) result(out *Outputs, in *kgo.Record, op stage.Op) (stage.Result, error) {
+	if out.err != nil {
+		return stage.Result{}, out.err
+	}
+	recs, err := toKgo(out.outs, in, a.t.out.inputHeaders)
+	if err != nil {
+		return stage.Result{}, err
+	}
+	return stage.Result{Outputs: recs, Op: op}, nil
 }
 
 // stateful decodes the state, runs call and encodes what it did.
@@ -87,10 +143,15 @@ func (a adapter[S]) stateful(in stage.Input, state []byte, found bool, call func
 		}
 	}
 	e := Emitter[S]{had: found}
+	e.decls = t.out.decls
+	e.outs = e.buf[:0]
 	if err := call(s, &e); err != nil {
 		return stage.Result{}, err
 	}
-	r := stage.Result{Outputs: toKgo(e.outs), Op: e.op}
+	r, err := a.result(&e.Outputs, in.Record, e.op)
+	if err != nil {
+		return r, err
+	}
 	if e.op == stage.Put {
 		b, err := t.codec.Encode(e.state)
 		if err != nil {
@@ -118,35 +179,63 @@ func toRecord(r *kgo.Record) *Record {
 	return rec
 }
 
-func toKgo(outs []Output) []*kgo.Record {
+// toKgo converts the outputs of the call of input in: a zero timestamp
+// becomes in's, and with inputHeaders in's headers come first.
+func toKgo(outs []Output, in *kgo.Record, inputHeaders bool) ([]*kgo.Record, error) {
 	if len(outs) == 0 {
-		return nil
+		return nil, nil
+	}
+	var inh []kgo.RecordHeader
+	var ts time.Time
+	if in != nil {
+		ts = in.Timestamp
+		if inputHeaders {
+			inh = in.Headers
+		}
 	}
 	// One allocation for the records and one for all their headers: a
 	// record is sent and acknowledged with the others of its call.
 	recs := make([]kgo.Record, len(outs))
+	// An output without headers of its own shares in's (capped: an
+	// append copies); the others get theirs from one allocation.
 	nh := 0
-	for _, o := range outs {
-		nh += len(o.Headers)
+	for i := range outs {
+		if n := len(outs[i].Headers); n > 0 {
+			nh += len(inh) + n
+		}
 	}
 	var hs []kgo.RecordHeader
 	if nh > 0 {
 		hs = make([]kgo.RecordHeader, nh)
 	}
 	rs := make([]*kgo.Record, len(outs))
-	for i, o := range outs {
-		// The partitioner sets the partition; -1 until it ran tells a
-		// produce error that none was assigned.
+	for i := range outs {
+		o := &outs[i]
+		// -1 asks the partitioner; -1 until it ran also tells a produce
+		// error that none was assigned.
+		p := int32(-1)
+		if o.hasPartition {
+			if o.partition < 0 {
+				return nil, &flechtwerk.OutputError{Code: flechtwerk.CodeOutputPartition, Topic: o.Topic, Partition: o.partition, Partitions: -1}
+			}
+			p = o.partition
+		}
 		r := &recs[i]
-		*r = kgo.Record{Topic: o.Topic, Partition: -1, Key: o.Key, Value: o.Value}
-		if len(o.Headers) > 0 {
-			r.Headers = hs[:len(o.Headers):len(o.Headers)]
-			hs = hs[len(o.Headers):]
+		*r = kgo.Record{Topic: o.Topic, Partition: p, Key: o.Key, Value: o.Value, Timestamp: o.Timestamp}
+		if o.Timestamp.IsZero() {
+			r.Timestamp = ts
+		}
+		if len(o.Headers) == 0 && len(inh) > 0 {
+			r.Headers = inh[:len(inh):len(inh)]
+		} else if n := len(inh) + len(o.Headers); n > 0 {
+			r.Headers = hs[:n:n]
+			hs = hs[n:]
+			copy(r.Headers, inh)
 			for j, h := range o.Headers {
-				r.Headers[j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+				r.Headers[len(inh)+j] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 			}
 		}
 		rs[i] = r
 	}
-	return rs
+	return rs, nil
 }

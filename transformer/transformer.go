@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"time"
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
@@ -16,19 +17,51 @@ type Header = flechtwerk.Header
 // (the same type as flechtwerk.Record and configtopic.Record).
 type Record = flechtwerk.Record
 
-// Output is one record to produce inside the task's transaction. It goes to
-// the partition chosen by hashing Key with Kafka's default (murmur2)
-// partitioner, so outputs are co-partitioned with Java producers.
+// Output is one record to produce inside the task's transaction.
+//
+// The zero values mean what Kafka Streams does: a zero Timestamp is the
+// input record's timestamp, and without ToPartition the record goes to
+// the partition its topic's partitioner chooses (Partitioner,
+// PartitionBy), by default Kafka's default partitioner (Murmur2 of Key),
+// so outputs are co-partitioned with Java producers. Headers are the
+// record's own; the stage option InputHeaders puts the input record's
+// before them.
 type Output struct {
 	Topic   string
 	Key     []byte
 	Value   []byte
 	Headers []Header
+	// Timestamp is the record's timestamp; the zero time: the input
+	// record's.
+	Timestamp time.Time
+
+	partition    int32
+	hasPartition bool
 }
+
+// ToPartition returns o sent to partition p of its topic instead of the
+// one its partitioner would choose. A partition the topic does not have
+// fails the task's transaction with an *flechtwerk.OutputError
+// (flechtwerk.CodeOutputPartition) naming topic and partition: the
+// transaction is aborted and Run ends; nothing is skipped.
+func (o Output) ToPartition(p int32) Output {
+	o.partition, o.hasPartition = p, true
+	return o
+}
+
+// Partition returns the partition set by ToPartition; ok is false when the
+// topic's partitioner chooses it. (The outputs of a transformertest.Driver
+// have the partition they went to.)
+func (o Output) Partition() (p int32, ok bool) { return o.partition, o.hasPartition }
 
 // Outputs collects the output records of one call.
 type Outputs struct {
-	outs []Output
+	outs  []Output
+	err   error       // the first failed typed send: fails the call
+	decls []*declared // the stage's declarations; nil: not checked
+	// buf backs outs for the first outputs of a call the runtime makes
+	// (most send one or two): no allocation of their own.
+	buf [2]Output
 }
 
 // Send emits a record to topic, partitioned by key.
@@ -128,6 +161,8 @@ type Stage[S any] struct {
 	codec     Codec[S]
 	stateKey  func(*Record) []byte
 	err       error
+	out       outputSpec
+	input     any // the input codec of a typed transformer
 
 	// A typed transformer (TypedFrom, StatelessTypedFrom): decode makes
 	// the typed view of a record, which typed or typedStateless receives.
@@ -140,9 +175,12 @@ type Stage[S any] struct {
 type Opt interface{ apply(*cfg) }
 
 type cfg struct {
-	codec    any
-	input    any
-	stateKey func(*Record) []byte
+	codec        any
+	input        any
+	stateKey     func(*Record) []byte
+	decls        []Declaration
+	partitioners map[string]PartitionFunc
+	inputHeaders bool
 }
 
 type optFunc func(*cfg)
@@ -227,6 +265,7 @@ func build[S any](impl any, opts []Opt) (*Stage[S], cfg) {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "StateCodec",
 			"codec %T does not encode the state type %T", codec, zero))
 	}
+	errs = append(errs, t.out.build(c))
 	t.err = errors.Join(errs...)
 	return t, c
 }
@@ -245,6 +284,7 @@ func buildStateless(impl any, opts []Opt) (*Stage[None], cfg) {
 	if isNil(impl) {
 		t.err = errNilTransform
 	}
+	t.err = errors.Join(t.err, t.out.build(c))
 	return t, c
 }
 

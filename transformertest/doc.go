@@ -34,10 +34,17 @@
 // change, no offset. In the runtime the error ends Run and the records are
 // redelivered after a restart; with a Driver, call Process again to replay.
 //
-// Two differences from the runtime remain. Outputs carry no partition: the
-// runtime picks it by hashing the key over the output topic's partitions,
-// which the Driver does not know. And a failed batch leaves every partition
-// unchanged, whereas in the runtime the tasks of one poll commit
+// Outputs carry the timestamp, headers and partition the runtime produces
+// them with (Output.Partition): the partition is chosen as the runtime's
+// producer chooses it, over the partition count of the output topic given
+// by OutputPartitions (default: the count a declared output is created
+// with, else 1); a nil key without a partitioner goes to partition 0,
+// where the runtime spreads such records. Outputs decodes the outputs of a
+// declared output topic (transformer.DeclareOutput) to typed keys and
+// values.
+//
+// One difference from the runtime remains: a failed batch leaves every
+// partition unchanged, whereas in the runtime the tasks of one poll commit
 // independently, so partitions without an error may have committed before
 // Run ended; a replay then reprocesses only what was not committed.
 //

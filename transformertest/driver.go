@@ -55,7 +55,9 @@ type Batch struct {
 	// Records is the number of input records of the batch.
 	Records int
 	// Outputs in commit order: by partition, then by state key in order of
-	// the key's first record, then in emit order.
+	// the key's first record, then in emit order. Each has the timestamp
+	// and headers the runtime produces it with and the partition it goes
+	// to (Output.Partition; see Driver.toOutput's rules in Process).
 	Outputs []transformer.Output
 	// Changelog holds the state writes, deduplicated to the last write
 	// per key, in the order of Outputs. A key that had no state before the
@@ -76,6 +78,7 @@ func (o opt) apply(c *cfg) { o(c) }
 type cfg struct {
 	inputs      []string
 	concurrency int
+	partitions  map[string]int32
 }
 
 // InputTopics sets the input topics, in the order the runtime's
@@ -90,6 +93,19 @@ func InputTopics(topics ...string) Opt {
 // same time, like runner.Concurrency. Default 64; 1 runs them one by one.
 func Concurrency(n int) Opt { return opt(func(c *cfg) { c.concurrency = n }) }
 
+// OutputPartitions sets the partition count of an output topic, over
+// which the Driver partitions its outputs as the runtime does (see
+// Driver.Process). The default is the count a declared output asks to be
+// created with (transformer.CreateTopic), else 1. n must be positive.
+func OutputPartitions(topic string, n int32) Opt {
+	return opt(func(c *cfg) {
+		if c.partitions == nil {
+			c.partitions = map[string]int32{}
+		}
+		c.partitions[topic] = n
+	})
+}
+
 // Driver runs a transformer over batches of input records without Kafka.
 // Build it with New.
 type Driver struct {
@@ -97,6 +113,10 @@ type Driver struct {
 	tr       stage.Transformer
 	stateful bool
 	cfg      cfg
+	// parts are the partition counts of output topics (OutputPartitions,
+	// else the declared ones); partitioners their partitioners.
+	parts        map[string]int32
+	partitioners map[string]func(key []byte, partitions int32) int32
 
 	mu       sync.Mutex
 	topicIdx map[string]int
@@ -143,17 +163,35 @@ func New(t Stage, opts ...Opt) (*Driver, error) {
 		}
 		seen[t] = true
 	}
+	for topic, n := range c.partitions {
+		if topic == "" || n <= 0 {
+			errs = append(errs, fmt.Errorf("transformertest: OutputPartitions: topic %q: partition count %d must be positive", topic, n))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	parts := map[string]int32{}
+	var partitioners map[string]func([]byte, int32) int32
+	if o, ok := tr.(stage.Outputs); ok {
+		for _, s := range o.Outputs() {
+			if s.Create {
+				parts[s.Topic] = s.Partitions
+			}
+		}
+		partitioners = o.Partitioners()
+	}
+	maps.Copy(parts, c.partitions)
 	d := &Driver{
-		user:     t,
-		tr:       tr,
-		stateful: tr.Stateful(),
-		cfg:      c,
-		topicIdx: map[string]int{},
-		next:     map[string]map[int32]int64{},
-		state:    map[int32]map[string][]byte{},
+		parts:        parts,
+		partitioners: partitioners,
+		user:         t,
+		tr:           tr,
+		stateful:     tr.Stateful(),
+		cfg:          c,
+		topicIdx:     map[string]int{},
+		next:         map[string]map[int32]int64{},
+		state:        map[int32]map[string][]byte{},
 	}
 	for i, t := range c.inputs {
 		d.topicIdx[t] = i
@@ -170,6 +208,15 @@ func New(t Stage, opts ...Opt) (*Driver, error) {
 // The records of each partition run as one task's batch does in the
 // runtime: through the same function (internal/batch), the partitions
 // concurrently, sharing the Concurrency bound.
+//
+// Outputs are partitioned as the runtime's producer does: to their
+// explicit partition (Output.ToPartition), else their topic's partitioner
+// (transformer.Partitioner, transformer.PartitionBy), else
+// transformer.Murmur2 of the key (partition 0 for a nil key, where the
+// runtime spreads them), over the topic's partition count
+// (OutputPartitions). A partition out of range fails the batch with an
+// *flechtwerk.OutputError and changes nothing, as it aborts the runtime's
+// transaction.
 func (d *Driver) Process(ctx context.Context, in ...Input) (*Batch, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -242,13 +289,22 @@ func (d *Driver) Process(ctx context.Context, in ...Input) (*Batch, error) {
 		return nil, errors.Join(errs...)
 	}
 
-	// Commit.
+	// Partition the outputs as the producer would: an output the
+	// runtime's transaction would fail on fails the batch.
 	b := &Batch{Records: len(in), Offsets: next}
+	for _, res := range results {
+		for _, o := range res.Outputs {
+			out, err := d.toOutput(o)
+			if err != nil {
+				return nil, err
+			}
+			b.Outputs = append(b.Outputs, out)
+		}
+	}
+
+	// Commit.
 	for i, res := range results {
 		p := parts[i]
-		for _, o := range res.Outputs {
-			b.Outputs = append(b.Outputs, toOutput(o))
-		}
 		for _, w := range res.Writes {
 			b.Changelog = append(b.Changelog, Write{Partition: p, Key: clone(w.Key), Value: clone(w.Value), Delete: w.Delete})
 		}
@@ -373,14 +429,64 @@ func clone(b []byte) []byte {
 }
 
 // toOutput copies an output as the runtime's produce serializes it at
-// commit: later changes to the transform's buffers do not reach it.
-func toOutput(r *kgo.Record) transformer.Output {
-	o := transformer.Output{Topic: r.Topic, Key: clone(r.Key), Value: clone(r.Value)}
+// commit (later changes to the transform's buffers do not reach it), with
+// the partition the producer would send it to: its explicit one, else its
+// topic's partitioner's choice, else Murmur2 of its key (partition 0 for
+// a nil key), among the topic's partitions (see OutputPartitions). A
+// partition out of range is an *flechtwerk.OutputError, as in the
+// runtime.
+func (d *Driver) toOutput(r *kgo.Record) (transformer.Output, error) {
+	o := transformer.Output{Topic: r.Topic, Key: clone(r.Key), Value: clone(r.Value), Timestamp: r.Timestamp}
 	if r.Headers != nil {
 		o.Headers = make([]transformer.Header, len(r.Headers))
 		for i, h := range r.Headers {
 			o.Headers[i] = transformer.Header{Key: h.Key, Value: clone(h.Value)}
 		}
 	}
-	return o
+	n, ok := d.parts[r.Topic]
+	if !ok {
+		n = 1
+	}
+	p := r.Partition
+	switch fn := d.partitioners[r.Topic]; {
+	case p >= 0:
+	case fn != nil:
+		p = fn(r.Key, n)
+	case r.Key != nil:
+		p = transformer.Murmur2(r.Key, n)
+	default:
+		p = 0
+	}
+	if p < 0 || p >= n {
+		return o, &flechtwerk.OutputError{Code: flechtwerk.CodeOutputPartition, Topic: r.Topic, Partition: p, Partitions: n}
+	}
+	return o.ToPartition(p), nil
+}
+
+// TypedOutput is an output of a declared output topic, decoded (Outputs).
+type TypedOutput[K, V any] struct {
+	Key       K
+	Value     V
+	Partition int32
+	Timestamp time.Time
+	Headers   []transformer.Header
+}
+
+// Outputs returns the committed outputs of topic so far, in commit order,
+// their keys and values decoded with its codecs; a key or value that does
+// not decode is an error naming the output.
+func Outputs[K, V any](d *Driver, topic *transformer.OutputTopic[K, V]) ([]TypedOutput[K, V], error) {
+	var outs []TypedOutput[K, V]
+	for i, o := range d.Outputs() {
+		if o.Topic != topic.Topic() {
+			continue
+		}
+		k, v, err := topic.Decode(o)
+		if err != nil {
+			return nil, fmt.Errorf("transformertest: output %d: %w", i, err)
+		}
+		p, _ := o.Partition()
+		outs = append(outs, TypedOutput[K, V]{Key: k, Value: v, Partition: p, Timestamp: o.Timestamp, Headers: o.Headers})
+	}
+	return outs, nil
 }

@@ -221,7 +221,7 @@ func TestEmptyStateKey(t *testing.T) {
 	}))
 	_, err = sl.Process(ctx, in("t", 0, "", "v"))
 	require.NoError(t, err)
-	require.Equal(t, []transformer.Output{{Topic: "out", Value: []byte("v")}}, sl.Outputs())
+	require.Equal(t, []transformer.Output{transformer.Output{Topic: "out", Value: []byte("v")}.ToPartition(0)}, sl.Outputs())
 	require.Empty(t, sl.Changelog())
 	require.Empty(t, sl.StateKeys(0))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/flechtwerk/flechtwerk/transformer"
 	"github.com/flechtwerk/flechtwerk/transformertest"
@@ -55,4 +56,46 @@ func Example() {
 	// state of the: 3
 	// changelog writes per batch: 4 2
 	// committed offset: 7
+}
+
+// Typed outputs tested without Kafka: a declared output topic of string
+// keys and int values over 4 partitions, decoded with Outputs, each with
+// the partition the runtime would send it to and the input's timestamp.
+func ExampleOutputs() {
+	counts := transformer.DeclareOutput("word-counts", transformer.String(), transformer.JSON[int](),
+		transformer.CreateTopic(4, nil))
+	counter := transformer.New(func(ctx context.Context, rec *transformer.Record, n int, out *transformer.Emitter[int]) error {
+		n++
+		out.SetState(n)
+		return counts.Send(out, string(rec.Key), n)
+	}, transformer.Produces(counts))
+	d, err := transformertest.New(counter)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var batch []transformertest.Input
+	for i, w := range strings.Fields("the fox and the dog") {
+		in := transformertest.StringInput("words", 0, w, w)
+		in.Timestamp = time.UnixMilli(int64(1000 + i)).UTC()
+		batch = append(batch, in)
+	}
+	if _, err := d.Process(context.Background(), batch...); err != nil {
+		fmt.Println(err)
+		return
+	}
+	outs, err := transformertest.Outputs(d, counts)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, o := range outs {
+		fmt.Printf("%s=%d partition %d at %d\n", o.Key, o.Value, o.Partition, o.Timestamp.UnixMilli())
+	}
+	// Output:
+	// the=1 partition 3 at 1000
+	// the=2 partition 3 at 1003
+	// fox=1 partition 0 at 1001
+	// and=1 partition 3 at 1002
+	// dog=1 partition 0 at 1004
 }

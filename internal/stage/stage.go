@@ -26,3 +26,24 @@ type Result = process.Result
 
 // Transformer is the engine's view of a transformer: a process.Processor.
 type Transformer = process.Processor
+
+// OutputSpec is an output topic a transformer declared: Run checks at
+// start that it exists, or creates it when Create is set.
+type OutputSpec struct {
+	Topic string
+	// Create asks for the topic to be created, when missing, with
+	// Partitions partitions and Config.
+	Create     bool
+	Partitions int32
+	Config     map[string]string
+}
+
+// Outputs is implemented by the view of a transformer stage: its declared
+// output topics, the partitioners of its output topics (by topic), and
+// the codecs it holds (state, input, declared keys and values; the
+// runner opens those that implement flechtwerk.Lifecycle).
+type Outputs interface {
+	Outputs() []OutputSpec
+	Partitioners() map[string]func(key []byte, partitions int32) int32
+	Codecs() []any
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/fencing"
 	"github.com/flechtwerk/flechtwerk/internal/authz"
 )
@@ -35,8 +36,9 @@ var ErrProducerReinitialized = errors.New("txn: the producer was re-initialized 
 // After a transaction failed (End or AddOffsets returned an error) it
 // begins no other: Begin returns the failure.
 type Producer struct {
-	cl *kgo.Client
-	id string
+	cl    *kgo.Client
+	id    string
+	route router
 
 	mu     sync.Mutex
 	failed error // the first failed transaction's error
@@ -63,12 +65,20 @@ func (p *Producer) fail(err error) error {
 // explicit partition, all others by the murmur2 hash of their key. opts
 // are the client options (seed brokers, TLS, SASL, logger).
 func Open(ctx context.Context, id string, timeout time.Duration, changelog string, opts ...kgo.Opt) (*Producer, error) {
-	all := append(slices.Clone(opts), kgo.RecordPartitioner(Partitioner(changelog)))
+	return OpenRouted(ctx, id, timeout, Routing{Changelog: changelog}, opts...)
+}
+
+// OpenRouted is Open with the records placed as rt says. A record whose
+// partition (explicit, or chosen by its topic's partitioner) is out of its
+// topic's range fails its transaction with an *flechtwerk.OutputError.
+func OpenRouted(ctx context.Context, id string, timeout time.Duration, rt Routing, opts ...kgo.Opt) (*Producer, error) {
+	route := router{rt: rt, bad: new(sync.Map)}
+	all := append(slices.Clone(opts), kgo.RecordPartitioner(route))
 	cl, err := fencing.Init(ctx, id, timeout, all...)
 	if err != nil {
 		return nil, err
 	}
-	return &Producer{cl: cl, id: id}, nil
+	return &Producer{cl: cl, id: id, route: route}, nil
 }
 
 // ID returns the transactional ID.
@@ -314,21 +324,14 @@ func retry(ctx context.Context, fn func() error) error {
 // hashes every other record's key like Kafka's default partitioner
 // (murmur2). An empty changelog (a stateless owner) sends nothing to an
 // explicit partition, not even a record of the topic "".
-func Partitioner(changelog string) kgo.Partitioner { return partitioner{changelog: changelog} }
-
-type partitioner struct{ changelog string }
+func Partitioner(changelog string) kgo.Partitioner {
+	return router{rt: Routing{Changelog: changelog}, bad: new(sync.Map)}
+}
 
 var (
 	manual = kgo.ManualPartitioner()
 	hashed = kgo.StickyKeyPartitioner(nil)
 )
-
-func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
-	if topic == p.changelog && topic != "" {
-		return manual.ForTopic(topic)
-	}
-	return hashed.ForTopic(topic)
-}
 
 // Txn is an open transaction of a Producer that spans several calls: its
 // records are produced asynchronously as they come (Send), and End checks
@@ -409,6 +412,9 @@ func (x *Txn) promise(r *kgo.Record, err error) {
 	if err == nil {
 		return
 	}
+	if oerr := x.p.route.outputError(r); oerr != nil {
+		err = oerr
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.failed++
@@ -476,6 +482,9 @@ func (x *Txn) end(ctx context.Context, offsets *Offsets) (Timing, error) {
 	x.mu.Lock()
 	first, ferr, failed := x.first, x.err, x.failed
 	x.mu.Unlock()
+	if _, ok := errors.AsType[*flechtwerk.OutputError](ferr); ok && first != nil {
+		return tm, p.abort(ctx, fmt.Errorf("%w (%d of %d records of the transaction failed)", ferr, failed, x.sent))
+	}
 	if first != nil {
 		where := fmt.Sprintf("topic %s partition %d", first.Topic, first.Partition)
 		if first.Partition < 0 {

@@ -40,7 +40,8 @@ type Params struct {
 	Hooks Hooks
 }
 
-// Run runs a transformer: it checks the input topics, ensures the
+// Run runs a transformer: it checks the input topics and the declared
+// output topics (creating those declared to be created), ensures the
 // changelog, joins the group and runs the main loop until ctx ends (then
 // it returns nil) or an error ends it; then it leaves the group and closes
 // every task.
@@ -61,6 +62,11 @@ func Run(ctx context.Context, p Params) error {
 	}
 	if dl := c.DeadLetterTopic(); dl != "" {
 		if _, _, err := topics.Describe(ctx, adm, "dead-letter", []string{dl}); err != nil {
+			return err
+		}
+	}
+	if o, ok := p.Proc.(stage.Outputs); ok {
+		if err := ensureOutputs(ctx, adm, o.Outputs(), c.InputTopics, c.Replication); err != nil {
 			return err
 		}
 	}
