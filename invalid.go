@@ -25,6 +25,15 @@ const (
 // transformer re-exports it.
 var ErrInvalidRecord = errors.New("invalid record")
 
+// ErrUnavailable marks a codec's Decode error as not the record's fault: a
+// service the codec needs (a schema registry) could not be reached. Such an
+// error is never an invalid record, whatever the InvalidRecords policy: the
+// call fails, its transaction is aborted (a sink commits nothing past the
+// record) and Run ends, so the record is read again when the stage runs
+// again. Codecs wrap it: fmt.Errorf("fetch schema 7: %w: %w",
+// flechtwerk.ErrUnavailable, err).
+var ErrUnavailable = errors.New("unavailable")
+
 // InvalidRecordError is an invalid record: its value did not decode with
 // the stage's input codec, or its transform rejected it
 // (transformer.Invalid, InvalidKey, InvalidHeader, or an error wrapping

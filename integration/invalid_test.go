@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/runner"
+	"github.com/flechtwerk/flechtwerk/sink"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -175,4 +177,56 @@ func TestInvalidRecordsContradictingPoliciesAreACodedError(t *testing.T) {
 	require.ErrorIs(t, err, flechtwerk.ErrDuplicateTopic)
 	_, err = runner.NewTransformer(orders("out"), append(base, runner.InvalidRecords(runner.Skip), runner.InvalidRecords(runner.Skip))...)
 	require.NoError(t, err, "the same policy twice does not contradict")
+}
+
+// downCodec decodes JSON orders, except the value "down", for which it
+// reports the service it needs as unreachable.
+type downCodec struct{ transformer.Codec[order] }
+
+func (downCodec) Decode(b []byte) (order, error) {
+	if string(b) == "down" {
+		return order{}, fmt.Errorf("fetch schema 7: %w: connection refused", flechtwerk.ErrUnavailable)
+	}
+	return transformer.JSON[order]().Decode(b)
+}
+
+// TestUnavailableCodecIsNotAnInvalidRecord: a value codec failing with
+// ErrUnavailable is not the record's fault: under the Skip policy, Run
+// ends at that record and commits nothing past it, for a transformer and
+// for a sink.
+func TestUnavailableCodecIsNotAnInvalidRecord(t *testing.T) {
+	c := kafkatest.New(t)
+	for _, kind := range []string{"transformer", "sink"} {
+		t.Run(kind, func(t *testing.T) {
+			in, out, app := kafkatest.Name("down-in"), kafkatest.Name("down-out"), kafkatest.Name("down-app")
+			c.CreateTopic(t, in, 1)
+			c.CreateTopic(t, out, 1)
+			c.Produce(t, &kgo.Record{Topic: in, Key: []byte("k"), Value: []byte("down")},
+				&kgo.Record{Topic: in, Key: []byte("k"), Value: []byte(`{"id":"b","amount":2}`)})
+			var r *runner.Runner
+			var err error
+			if kind == "transformer" {
+				st := transformer.StatelessTyped(func(_ context.Context, rec *transformer.TypedRecord[order], o *transformer.Outputs) error {
+					o.Send(out, rec.Key, []byte(rec.Value.ID))
+					return nil
+				}, transformer.InputCodec[order](downCodec{}))
+				r, err = runner.NewTransformer(st, runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(in),
+					runner.WithLogger(logger(t)), runner.InvalidRecords(runner.Skip))
+			} else {
+				st := sink.New[order](sink.WriteFunc[order](func(context.Context, []sink.Record[order]) error { return nil }),
+					sink.ValueCodec[order](downCodec{}), sink.Delivery(sink.AtLeastOnce))
+				r, err = runner.NewSink(st, runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(in),
+					runner.WithLogger(logger(t)), runner.InvalidRecords(runner.Skip))
+			}
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			err = r.Run(ctx)
+			require.ErrorIs(t, err, flechtwerk.ErrUnavailable)
+			require.NotErrorIs(t, err, flechtwerk.ErrInvalidRecord)
+			require.NoError(t, ctx.Err(), "Run ended on its own")
+			require.LessOrEqual(t, stableOffsets(t, c, app, in)[0], int64(0), "nothing past the record committed")
+			require.Empty(t, readStable(t, c, out))
+		})
+	}
 }

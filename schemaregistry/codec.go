@@ -241,10 +241,9 @@ const maxIndexDepth = 100
 //
 // Bytes that are not a value of the codec's format are an error matching
 // ErrWireFormat (and flechtwerk.ErrInvalidRecord). A registry that cannot
-// be reached while fetching an id is an error that matches neither; as an
-// input codec's error it still becomes an invalid record (the transformer
-// treats every decode error so), which the default policy turns into the
-// end of Run, the record not committed.
+// be reached while fetching an id is an error matching
+// flechtwerk.ErrUnavailable instead: never an invalid record, it ends Run
+// with the record not committed, whatever the InvalidRecords policy.
 func (c *Codec[T]) Decode(b []byte) (T, error) {
 	var zero T
 	id, payload, err := new(sr.ConfluentHeader).DecodeID(b)
@@ -293,7 +292,7 @@ func (c *Codec[T]) reader(id int) (func([]byte) (T, error), error) {
 		if errors.As(err, &re) && re.StatusCode == 404 {
 			return nil, fmt.Errorf("%w: schema id %d is not in the registry: %v", ErrWireFormat, id, err)
 		}
-		return nil, fmt.Errorf("schemaregistry: fetch schema id %d for subject %s: %w", id, c.subject, err)
+		return nil, fmt.Errorf("schemaregistry: fetch schema id %d for subject %s: %w: %w", id, c.subject, flechtwerk.ErrUnavailable, err)
 	}
 	if s.Type != c.f.schemaType() {
 		return nil, fmt.Errorf("%w: schema id %d is a %s schema, not %s", ErrWireFormat, id, s.Type, c.f.schemaType())

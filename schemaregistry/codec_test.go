@@ -452,5 +452,7 @@ func TestDecodeUnreachableIsNotWireFormat(t *testing.T) {
 	_, err = c.Decode([]byte{0, 0, 0, 0, 1, 2, 'a', 2})
 	require.Error(t, err)
 	require.False(t, errors.Is(err, schemaregistry.ErrWireFormat), "%v", err)
+	require.NotErrorIs(t, err, flechtwerk.ErrInvalidRecord)
+	require.ErrorIs(t, err, flechtwerk.ErrUnavailable, "the runner aborts, never skips, such a record")
 	require.ErrorContains(t, err, "schema id 1")
 }

@@ -3,8 +3,9 @@ package sink
 import "fmt"
 
 // RecordError is a record whose Expand step failed with an error that does
-// not mark it invalid. It ends Run; nothing at or after the record's offset
-// is committed. A value that does not decode, or a record Expand rejects
+// not mark it invalid, or whose value codec failed with an error matching
+// flechtwerk.ErrUnavailable. It ends Run; nothing at or after the record's
+// offset is committed. A value that does not decode, or a record Expand rejects
 // with transformer.ErrInvalidRecord (transformer.Invalid), is an invalid
 // record instead: a *transformer.InvalidRecordError, handled by the
 // runner's InvalidRecords policy (by default it ends Run as well).
@@ -12,7 +13,7 @@ type RecordError struct {
 	Topic     string
 	Partition int32
 	Offset    int64
-	// Part is "expand".
+	// Part is "expand" or "value".
 	Part string
 	Err  error
 }

@@ -75,6 +75,10 @@ func (a adapter[V]) Prepare(ctx context.Context, r *kgo.Record) (outs []stage.Ou
 			rec.Value, err = s.codec.Decode(r.Value)
 			return err
 		}(); err != nil {
+			if errors.Is(err, flechtwerk.ErrUnavailable) {
+				// Not the record's fault: nothing past it is committed.
+				return nil, &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Part: "value", Err: err}
+			}
 			return nil, invalid(transformer.PartValue, err)
 		}
 	}

@@ -3,6 +3,7 @@ package transformer
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/flechtwerk/flechtwerk"
 )
@@ -126,7 +127,11 @@ func inputDecoder[V any](c cfg) (func(*Record) (any, error), Codec[V], error) {
 	}
 	return func(rec *Record) (any, error) {
 		v, err := codec.Decode(rec.Value)
-		if err != nil {
+		switch {
+		case errors.Is(err, flechtwerk.ErrUnavailable):
+			// Not the record's fault: the task's transaction aborts.
+			return nil, fmt.Errorf("transformer: decoding the value of %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+		case err != nil:
 			return nil, &InvalidRecordError{Part: PartValue, Err: err}
 		}
 		return &TypedRecord[V]{Record: *rec, Value: v}, nil
