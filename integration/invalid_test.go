@@ -230,3 +230,49 @@ func TestUnavailableCodecIsNotAnInvalidRecord(t *testing.T) {
 		})
 	}
 }
+
+// badStateCodec encodes "bad" as a state that does not decode, with an
+// error that marks it as a wire-format (invalid-record) error.
+type badStateCodec struct{}
+
+func (badStateCodec) Encode(s string) ([]byte, error) { return []byte(s), nil }
+
+func (badStateCodec) Decode(b []byte) (string, error) {
+	if string(b) == "bad" {
+		return "", fmt.Errorf("no magic byte: %w", flechtwerk.ErrInvalidRecord)
+	}
+	return string(b), nil
+}
+
+// TestStateDecodeErrorIsNotAnInvalidRecord: a state that does not decode
+// is not the input record's fault, even when the codec's error matches
+// ErrInvalidRecord: under the Skip policy Run ends at the record that
+// read it, and its offset is not committed.
+func TestStateDecodeErrorIsNotAnInvalidRecord(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("bad-state-in"), kafkatest.Name("bad-state-out"), kafkatest.Name("bad-state-app")
+	c.CreateTopic(t, in, 1)
+	c.CreateTopic(t, out, 1)
+	c.Produce(t, &kgo.Record{Topic: in, Key: []byte("k"), Value: []byte("bad")},
+		&kgo.Record{Topic: in, Key: []byte("k"), Value: []byte("next")})
+	calls := 0
+	st := transformer.New(func(_ context.Context, rec *transformer.Record, s string, e *transformer.Emitter[string]) error {
+		calls++
+		e.SetState(string(rec.Value))
+		e.Send(out, rec.Key, rec.Value)
+		return nil
+	}, transformer.StateCodec[string](badStateCodec{}))
+	r, err := runner.NewTransformer(st, runner.SeedBrokers(c.Brokers...), runner.ApplicationID(app), runner.InputTopics(in),
+		runner.StateDir(t.TempDir()), runner.WithLogger(logger(t)), runner.InvalidRecords(runner.Skip))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = r.Run(ctx)
+	require.ErrorContains(t, err, `decoding state of key "k"`)
+	require.NotErrorIs(t, err, flechtwerk.ErrInvalidRecord)
+	require.NoError(t, ctx.Err(), "Run ended on its own")
+	require.Equal(t, 1, calls, "the record that read the bad state was not transformed")
+	require.Zero(t, r.Stats().InvalidSkipped)
+	require.LessOrEqual(t, stableOffsets(t, c, app, in)[0], int64(0), "nothing committed: the batch aborted")
+	require.Empty(t, readStable(t, c, out))
+}

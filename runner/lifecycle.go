@@ -34,7 +34,7 @@ func (e *OpenError) Is(target error) bool { return target == flechtwerk.ErrStage
 
 // lifecycles returns what Run opens and closes around the stage: the
 // lifecycle of the user's value s was built from, if it has one, then
-// those of the codecs the stage holds (a transformer's state, input and
+// those of the codecs the stage encodes with (a transformer's state and
 // declared output codecs) that implement flechtwerk.Lifecycle.
 func lifecycles(s Stage) []flechtwerk.Lifecycle {
 	var ls []flechtwerk.Lifecycle

@@ -61,12 +61,12 @@ func (s *loggedStage) Transform(_ context.Context, rec *transformer.TypedRecord[
 	return s.out.Send(o, rec.Key, rec.Value)
 }
 
-// TestLifecycleOfCodecs: the codecs of a transformer (state, input,
+// TestLifecycleOfCodecs: the codecs a transformer encodes with (state,
 // declared outputs) that implement flechtwerk.Lifecycle are opened after
 // the stage's value, before anything is consumed, and closed before it,
 // after Run's engine stopped; a codec whose Open fails ends Run with an
 // *OpenError naming it, before anything is committed, and what was opened
-// is closed again.
+// is closed again. The input codec only decodes and is never opened.
 func TestLifecycleOfCodecs(t *testing.T) {
 	for _, fail := range []bool{false, true} {
 		name := "graceful"
@@ -99,7 +99,7 @@ func TestLifecycleOfCodecs(t *testing.T) {
 				var oe *runner.OpenError
 				require.ErrorAs(t, err, &oe)
 				require.Contains(t, oe.Stage, "loggedCodec")
-				require.Equal(t, []string{"open stage", "open input", "open value", "close input", "close stage"}, ev.get())
+				require.Equal(t, []string{"open stage", "open value", "close stage"}, ev.get())
 				require.Empty(t, c.CommittedOffsets(t, app, in), "nothing committed")
 				return
 			}
@@ -109,7 +109,7 @@ func TestLifecycleOfCodecs(t *testing.T) {
 				return com[0] == 10 && com[1] == 10
 			})
 			require.NoError(t, stop())
-			require.Equal(t, []string{"open stage", "open input", "open value", "close value", "close input", "close stage"}, ev.get())
+			require.Equal(t, []string{"open stage", "open value", "close value", "close stage"}, ev.get())
 		})
 	}
 }

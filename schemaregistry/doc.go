@@ -29,9 +29,11 @@
 //
 // # Lifecycle and errors
 //
-// A Codec implements flechtwerk.Lifecycle; the runner opens the codecs of
-// a stage before it processes anything, and a test or a program calls
-// Open itself. Open fails with a *flechtwerk.ConfigError-coded error that
+// A Codec implements flechtwerk.Lifecycle; the runner opens a stage's
+// state and output codecs before it processes anything, and a test or a
+// program calls Open itself. An input codec needs no Open (Decode fetches
+// the writer's schema by id) and the runner does not open it, so a
+// consumer never registers its schema on the producer's subject. Open fails with a *flechtwerk.ConfigError-coded error that
 // names the subject: flechtwerk.CodeSchemaRefused when the registry
 // refuses the schema (incompatible with the subject's versions, invalid),
 // flechtwerk.CodeSchemaRegistryUnavailable when it cannot be reached.

@@ -5,10 +5,12 @@ import "encoding/json"
 // Codec encodes and decodes a value of T: a transformer's state (option
 // StateCodec), its input values (InputCodec), the keys and values of a
 // declared output (DeclareOutput), an extractor's cursor
-// (extractor.CursorCodec). A codec that also implements
-// flechtwerk.Lifecycle (one that resolves a schema, say) is opened by the
-// runner before the first record, so a codec that cannot work fails Run
-// before anything is processed, and closed after Run's engine stopped. Decode must
+// (extractor.CursorCodec). A state or declared output codec that also
+// implements flechtwerk.Lifecycle (one that registers a schema, say) is
+// opened by the runner before the first record, so a codec that cannot
+// work fails Run before anything is processed, and closed after Run's
+// engine stopped. An input codec only decodes and is not opened: a
+// consumer registers nothing. Decode must
 // return a value that shares no memory with its input (the runtime relies on
 // every call receiving its own copy).
 type Codec[T any] interface {

@@ -88,7 +88,8 @@
 //	}, transformer.Produces(counts))
 //
 // Run checks at start that every declared topic exists (or creates it)
-// and opens the stage's codecs that implement flechtwerk.Lifecycle. An
+// and opens the stage's state and output codecs that implement
+// flechtwerk.Lifecycle (not its input codec, which only decodes). An
 // encode error fails the call with a *flechtwerk.OutputError
 // (flechtwerk.ErrOutputEncode) naming the topic; it is never dropped.
 //

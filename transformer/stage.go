@@ -2,6 +2,7 @@ package transformer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"time"
@@ -52,9 +53,10 @@ func (a adapter[S]) Partitioners() map[string]func(key []byte, partitions int32)
 	return a.t.out.partitioners
 }
 
-// Codecs returns the codecs the stage holds: its state codec (stateful
-// stages), its input codec (typed stages) and the key and value codecs of
-// its declared outputs, each once.
+// Codecs returns the codecs the stage encodes with: its state codec
+// (stateful stages) and the key and value codecs of its declared outputs,
+// each once. The input codec only decodes and is left out: opening it
+// could register a consumer's schema on the producer's subject.
 func (a adapter[S]) Codecs() []any {
 	t := a.t
 	var cs []any
@@ -74,7 +76,6 @@ func (a adapter[S]) Codecs() []any {
 	if t.stateless == nil && t.codec != nil {
 		add(t.codec)
 	}
-	add(t.input)
 	for _, d := range t.out.decls {
 		add(d.codecs[0])
 		add(d.codecs[1])
@@ -139,7 +140,7 @@ func (a adapter[S]) stateful(in stage.Input, state []byte, found bool, call func
 	if found {
 		var err error
 		if s, err = t.codec.Decode(state); err != nil {
-			return stage.Result{}, fmt.Errorf("transformer: decoding state of key %q: %w", in.Key, err)
+			return stage.Result{}, &stateDecodeError{key: in.Key, err: err}
 		}
 	}
 	e := Emitter[S]{had: found}
@@ -238,4 +239,25 @@ func toKgo(outs []Output, in *kgo.Record, inputHeaders bool) ([]*kgo.Record, err
 		rs[i] = r
 	}
 	return rs, nil
+}
+
+// stateDecodeError is a state that did not decode. The bytes are the
+// store's, not the input record's: a codec error matching
+// ErrInvalidRecord (a wire-format error) is not passed on, so that no
+// policy skips the record; the call fails and the transaction aborts.
+type stateDecodeError struct {
+	key []byte
+	err error
+}
+
+func (e *stateDecodeError) Error() string {
+	return fmt.Sprintf("transformer: decoding state of key %q: %v", e.key, e.err)
+}
+
+// Unwrap returns the codec's error unless it marks an invalid record.
+func (e *stateDecodeError) Unwrap() error {
+	if errors.Is(e.err, ErrInvalidRecord) {
+		return nil
+	}
+	return e.err
 }
