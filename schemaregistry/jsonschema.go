@@ -26,7 +26,7 @@ func JSONSchema[T any](cl *sr.Client, topic, schema string, opts ...Opt) (*Codec
 	if err != nil {
 		return nil, flechtwerk.Errorf(flechtwerk.CodeInvalidOption, "JSON schema", "%v", err)
 	}
-	return newCodec[T](cl, topic, sr.Schema{Schema: schema, Type: sr.TypeJSON}, &jsonFormat[T]{schema: s}, opts)
+	return newCodec[T](cl, topic, sr.Schema{Schema: schema, Type: sr.TypeJSON}, &jsonFormat[T]{schema: s}, newOpts(opts))
 }
 
 func compileJSONSchema(schema string) (*jsonschema.Schema, error) {
@@ -68,7 +68,9 @@ func validateJSON(s *jsonschema.Schema, b []byte) error {
 	return nil
 }
 
-func (f *jsonFormat[T]) reader(s sr.Schema, own bool) (func([]byte) (T, error), error) {
+func (*jsonFormat[T]) usesRefs() bool { return false }
+
+func (f *jsonFormat[T]) reader(s sr.Schema, own bool, _ []string) (func([]byte) (T, error), error) {
 	schema := f.schema
 	if !own {
 		var err error
