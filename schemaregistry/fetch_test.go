@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -218,4 +220,22 @@ func TestProtobufIndexCheckedWithoutOpen(t *testing.T) {
 			require.Equal(t, "x", got.GetValue())
 		})
 	}
+}
+
+// A JSON Schema's external $ref is never loaded (the compiler's default
+// loader reads local files): the constructor fails with a coded error.
+func TestJSONSchemaExternalRefNotLoaded(t *testing.T) {
+	reg := registries(t)[0]
+	file := filepath.Join(t.TempDir(), "address.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"type":"string"}`), 0o600))
+	for _, ref := range []string{"file://" + file, file, "http://127.0.0.1:1/address.json"} {
+		_, err := schemaregistry.JSONSchema[map[string]any](reg.cl, "orders",
+			`{"type":"object","properties":{"a":{"$ref":"`+ref+`"}}}`)
+		require.ErrorIs(t, err, flechtwerk.ErrInvalidOption, ref)
+		require.ErrorContains(t, err, "not resolved", ref)
+	}
+	_, err := schemaregistry.JSONSchema[map[string]any](reg.cl, "orders",
+		`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"a":{"type":"string"}},
+ "properties":{"a":{"$ref":"#/$defs/a"}}}`)
+	require.NoError(t, err, "a local $ref and a known $schema compile")
 }
