@@ -21,11 +21,12 @@ var ErrNotOpen = errors.New("schemaregistry: Encode before Open: the codec's sch
 
 // ErrWireFormat matches every error of Decode that says the bytes are not
 // a value of the codec's format: no magic byte, a schema id the registry
-// does not know, a schema of another type or one the codec's schema
-// cannot read, a payload that does not decode or validate. It wraps
-// flechtwerk.ErrInvalidRecord, so a transform that returns it rejects the
-// record; an input codec's Decode error is an invalid record anyway. An
-// error that reaches no registry does not match it (see Decode).
+// says it does not have (error code 40403), a schema of another type or
+// one the codec's schema cannot read, a payload that does not decode or
+// validate. It wraps flechtwerk.ErrInvalidRecord, so a transform that
+// returns it rejects the record; an input codec's Decode error is an
+// invalid record anyway. A failure to fetch a schema does not match it
+// (see Decode).
 var ErrWireFormat = fmt.Errorf("schemaregistry: not the codec's wire format: %w", flechtwerk.ErrInvalidRecord)
 
 // Opt configures a codec.
@@ -233,10 +234,11 @@ func (c *Codec[T]) ID() int {
 
 // Open registers the codec's schema under its subject (or, with
 // AutoRegister(false), looks it up) and keeps its id for Encode. A schema
-// the registry refuses (incompatible with the subject's versions, invalid,
-// not registered for a lookup) fails with an error matching
-// flechtwerk.ErrSchemaRefused; a registry that cannot be reached (or
-// answers with a server error) fails with one matching
+// or request the registry refuses (a 4xx: incompatible with the subject's
+// versions, invalid, not registered for a lookup, not authorized) fails
+// with an error matching flechtwerk.ErrSchemaRefused, not to be retried;
+// a registry that cannot be reached, times out or answers 408, 429 or a
+// server error fails with one matching
 // flechtwerk.ErrSchemaRegistryUnavailable, which is safe to retry. Both
 // name the subject and keep the registry's *sr.ResponseError (or the
 // transport's error) in the chain.
