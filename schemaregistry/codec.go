@@ -411,7 +411,9 @@ func (c *Codec[T]) reader(id int) (reader[T], error) {
 		delete(c.fetching, id)
 		switch {
 		case f.err == nil:
-			c.readers[id] = f.rd
+			if _, ok := c.readers[id]; !ok { // Open's own reader stays
+				c.readers[id] = f.rd
+			}
 		case absent:
 			c.markAbsent(id, f.err)
 		}
@@ -457,7 +459,11 @@ func (c *Codec[T]) fetch(id int) (rd reader[T], absent bool, err error) {
 	var refs []string
 	if c.f.usesRefs() && len(s.References) > 0 {
 		if refs, err = c.references(ctx, s.References); err != nil {
-			return rd, false, fmt.Errorf("schemaregistry: schema id %d: %w", id, err)
+			err = fmt.Errorf("schemaregistry: schema id %d: %w", id, err)
+			if errors.Is(err, ErrWireFormat) {
+				return reader[T]{err: err}, false, nil
+			}
+			return rd, false, err
 		}
 	}
 	own := s.Schema == c.schema.Schema && slices.Equal(s.References, c.schema.References)

@@ -80,7 +80,8 @@ func TestDecodeFetchFailureClassification(t *testing.T) {
 
 // Concurrent first decodes of one schema id make one registry request;
 // an id the registry answered 40403 for is not asked for again while it
-// is cached as absent, and is asked for again after.
+// is cached as absent, and is asked for again after; a schema of another
+// type is asked for once; a failed fetch is asked for again.
 func TestDecodeSingleFlightAndNegativeCache(t *testing.T) {
 	reg := registries(t)[0]
 	var fetches atomic.Int32
@@ -135,6 +136,19 @@ func TestDecodeSingleFlightAndNegativeCache(t *testing.T) {
 	_, err = rd.Decode(bogus)
 	require.ErrorIs(t, err, schemaregistry.ErrWireFormat)
 	require.Equal(t, int32(2), fetches.Load(), "asked again once the absence expired")
+
+	// A schema of another type: fetched once, its error kept.
+	j, err := schemaregistry.JSONSchema[order](reg.cl, tp+"-json", orderJSON)
+	open(t, j, err)
+	jb, err := j.Encode(order{ID: "j", Amount: 1})
+	require.NoError(t, err)
+	fetches.Store(0)
+	for range 3 {
+		_, err := rd.Decode(jb)
+		require.ErrorIs(t, err, schemaregistry.ErrWireFormat)
+		require.ErrorContains(t, err, "is a JSON schema, not AVRO")
+	}
+	require.Equal(t, int32(1), fetches.Load(), "a schema of another type is fetched once")
 
 	// A failed fetch (not 40403) is not cached: the next decode asks again.
 	var down atomic.Bool
