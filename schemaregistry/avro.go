@@ -1,7 +1,9 @@
 package schemaregistry
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
@@ -16,33 +18,64 @@ import (
 // resolution into the codec's schema; a writer schema the codec's cannot
 // read is a Decode error matching ErrWireFormat.
 //
-// The schema must parse, and the constructor returns a
-// flechtwerk.CodeInvalidOption error otherwise.
+// A schema that uses named types of other registered schemas declares
+// them with Reference (their text, in dependency order); a writer schema
+// with references is read after Decode fetched the schemas it references
+// by subject and version.
+//
+// The schema must parse (after the referenced schemas given with
+// Reference), and the constructor returns a flechtwerk.CodeInvalidOption
+// error otherwise.
 func Avro[T any](cl *sr.Client, topic, schema string, opts ...Opt) (*Codec[T], error) {
-	s, err := parseAvro(schema)
+	c := newOpts(opts)
+	var texts, missing []string
+	for _, r := range c.references {
+		if r.text == "" {
+			missing = append(missing, fmt.Sprintf("%s (subject %s version %d)", r.ref.Name, r.ref.Subject, r.ref.Version))
+			continue
+		}
+		texts = append(texts, r.text)
+	}
+	s, err := parseAvro(schema, texts)
 	if err != nil {
+		if len(missing) > 0 {
+			err = fmt.Errorf("%w; references without their schema text (declare them with schemaregistry.Reference): %s",
+				err, strings.Join(missing, ", "))
+		}
 		return nil, flechtwerk.Errorf(flechtwerk.CodeInvalidOption, "Avro schema", "%v", err)
 	}
-	return newCodec[T](cl, topic, sr.Schema{Schema: schema, Type: sr.TypeAvro}, &avroFormat[T]{schema: s}, opts)
+	return newCodec[T](cl, topic, sr.Schema{Schema: schema, Type: sr.TypeAvro}, &avroFormat[T]{schema: s}, c)
 }
 
-// parseAvro parses with a cache of its own: hamba's default cache keys
-// named types by name, and versions of one record share the name.
-func parseAvro(schema string) (avro.Schema, error) {
-	return avro.ParseWithCache(schema, "", &avro.SchemaCache{})
+// parseAvro parses schema after refs (in dependency order), with a cache
+// of its own: hamba's default cache keys named types by name, and
+// versions of one record share the name.
+func parseAvro(schema string, refs []string) (avro.Schema, error) {
+	cache := &avro.SchemaCache{}
+	for i, r := range refs {
+		if _, err := avro.ParseWithCache(r, "", cache); err != nil {
+			return nil, fmt.Errorf("referenced schema %d of %d: %w", i+1, len(refs), err)
+		}
+	}
+	s, err := avro.ParseWithCache(schema, "", cache)
+	if err != nil && len(refs) > 0 {
+		err = errors.Join(err, fmt.Errorf("after %d referenced schemas", len(refs)))
+	}
+	return s, err
 }
 
 type avroFormat[T any] struct{ schema avro.Schema }
 
 func (*avroFormat[T]) schemaType() sr.SchemaType { return sr.TypeAvro }
 func (*avroFormat[T]) index() []int              { return nil }
+func (*avroFormat[T]) usesRefs() bool            { return true }
 
 func (f *avroFormat[T]) encode(v T) ([]byte, error) { return avro.Marshal(f.schema, v) }
 
-func (f *avroFormat[T]) reader(s sr.Schema, own bool) (func([]byte) (T, error), error) {
+func (f *avroFormat[T]) reader(s sr.Schema, own bool, refs []string) (func([]byte) (T, error), error) {
 	read := f.schema
 	if !own {
-		writer, err := parseAvro(s.Schema)
+		writer, err := parseAvro(s.Schema, refs)
 		if err != nil {
 			return nil, fmt.Errorf("writer schema does not parse: %w", err)
 		}

@@ -23,29 +23,54 @@
 // your choice). Open registers the schema under the subject (the registry
 // returns the existing id when it has the schema already) or, with
 // AutoRegister(false), only looks it up; Encode writes that id. Decode
-// reads any id: one it has not seen is fetched from the registry once and
-// kept, and a value written with another schema of the subject is read
-// into the codec's type (Avro by schema resolution).
+// reads any id: one it has not seen is fetched from the registry once
+// (concurrent decodes of it wait for one request) and kept, and a value
+// written with another schema of the subject is read into the codec's
+// type (Avro by schema resolution).
+//
+// # References
+//
+// An Avro schema that uses named types of schemas registered under other
+// subjects declares them with Reference, which gives each referenced
+// schema's text (in dependency order) so that the constructor can parse
+// the codec's schema; Open registers the schema with those references.
+// Decode reads a writer schema with references by fetching the schemas
+// it references, directly or not, by subject and version, each once.
+// References declares references without their text: enough for a
+// Protobuf import (the codec does not parse .proto text); a JSON Schema's
+// external $ref is not resolved by the codec.
 //
 // # Lifecycle and errors
 //
 // A Codec implements flechtwerk.Lifecycle; the runner opens a stage's
-// state and output codecs before it processes anything, and a test or a
-// program calls Open itself. An input codec needs no Open (Decode fetches
-// the writer's schema by id) and the runner does not open it, so a
-// consumer never registers its schema on the producer's subject. Open fails with a *flechtwerk.ConfigError-coded error that
-// names the subject: flechtwerk.CodeSchemaRefused when the registry
-// refuses the schema (incompatible with the subject's versions, invalid),
-// flechtwerk.CodeSchemaRegistryUnavailable when it cannot be reached.
-// Encode before Open fails with ErrNotOpen. Bytes that are not a value of
-// the codec's format fail Decode with an error matching ErrWireFormat and
-// flechtwerk.ErrInvalidRecord; as an input codec's error it makes the
-// record invalid, handled by the runner's invalid-record policy.
+// state codec and the codecs of the outputs it declares
+// (transformer.DeclareOutput, transformer.Produces) before it processes
+// anything, and a test or a program calls Open itself. An input codec
+// needs no Open (Decode fetches the writer's schema by id) and the runner
+// does not open it, so a consumer never registers its schema on the
+// producer's subject. Open fails with a *flechtwerk.ConfigError-coded
+// error that names the subject: flechtwerk.CodeSchemaRefused when the
+// registry refuses the schema or the request (incompatible with the
+// subject's versions, invalid, not authorized: 4xx), not to be retried;
+// flechtwerk.CodeSchemaRegistryUnavailable when it cannot be reached,
+// times out or answers 408, 429 or 5xx, safe to retry. Encode before Open
+// fails with ErrNotOpen.
+//
+// Bytes that are not a value of the codec's format fail Decode with an
+// error matching ErrWireFormat and flechtwerk.ErrInvalidRecord; as an
+// input codec's error it makes the record invalid, handled by the
+// runner's invalid-record policy. A schema id is proven unknown only by
+// the registry's "schema not found" (error code 40403), remembered for a
+// few seconds. Every other failure to fetch a schema (no answer, a
+// timeout, another 404, a 5xx) is an error matching
+// flechtwerk.ErrUnavailable: never an invalid record, whatever the
+// policy; Run ends with the record not committed. Decode takes no
+// context: each fetch is bounded by RequestTimeout.
 //
 // # Example
 //
-// An Avro codec for an output topic's values and one for a stateful
-// transformer's state, on one registry client:
+// An Avro codec for a declared output topic's values and one for a
+// stateful transformer's state, on one registry client:
 //
 //	cl, err := sr.NewClient(sr.URLs("http://registry:8081"))
 //	if err != nil { ... }
@@ -54,21 +79,18 @@
 //	state, err := schemaregistry.Avro[Total](cl, "", totalSchema,
 //		schemaregistry.Subject("orders-app-state"))
 //	if err != nil { ... }
+//	totalsOut := transformer.DeclareOutput[[]byte, Total]("totals", transformer.Bytes(), totals)
 //	stage := transformer.NewTyped(func(ctx context.Context, rec *transformer.TypedRecord[Order],
 //		t Total, out *transformer.Emitter[Total]) error {
 //		t.Amount += rec.Value.Amount
 //		out.SetState(t)
-//		b, err := totals.Encode(t)
-//		if err != nil {
-//			return err
-//		}
-//		out.Send("totals", rec.Key, b)
-//		return nil
-//	}, transformer.StateCodec[Total](state))
+//		return totalsOut.Send(out, rec.Key, t)
+//	}, transformer.StateCodec[Total](state), transformer.Produces(totalsOut))
 //
-// Both codecs must be open before the stage runs (the runner opens those
-// it is given as a stage's codecs; open the others yourself):
-// totals.Open(ctx) and state.Open(ctx).
+// The runner opens both codecs before the stage runs: an output schema
+// the subject refuses ends Run at start, before anything is consumed.
+// A codec used outside a runner, or whose Encode a transform calls
+// directly, must be opened by its user.
 //
 // # Concurrency
 //

@@ -23,8 +23,8 @@ type Total struct {
 const totalSchema = `{"type":"record","name":"Total","fields":[
  {"name":"customer","type":"string"},{"name":"amount","type":"long"}]}`
 
-// An Avro codec for an output topic's values and one for a stateful
-// transformer's state.
+// An Avro codec for a declared output topic's values and one for a
+// stateful transformer's state.
 func Example() {
 	registry := srfake.New() // in production: the registry's URL
 	defer registry.Close()
@@ -40,20 +40,17 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
+	totalsOut := transformer.DeclareOutput[[]byte, Total]("totals", transformer.Bytes(), totals)
 	stage := transformer.NewTyped(func(ctx context.Context, rec *transformer.TypedRecord[Order],
 		t Total, out *transformer.Emitter[Total]) error {
 		t.Customer = string(rec.Key)
 		t.Amount += rec.Value.Amount
 		out.SetState(t)
-		b, err := totals.Encode(t)
-		if err != nil {
-			return err
-		}
-		out.Send("totals", rec.Key, b)
-		return nil
-	}, transformer.StateCodec[Total](state))
-	_ = stage // runner.NewTransformer(stage, ...) opens the state codec; open the output codec yourself
+		return totalsOut.Send(out, rec.Key, t)
+	}, transformer.StateCodec[Total](state), transformer.Produces(totalsOut))
+	_ = stage // runner.NewTransformer(stage, ...) opens the state codec and the output's codecs
 
+	// Outside a runner, open the codec yourself.
 	ctx := context.Background()
 	if err := totals.Open(ctx); err != nil {
 		panic(err)

@@ -20,13 +20,16 @@ import (
 // registered under "<topic>-value" (see Key and Subject).
 //
 // The schema must compile, and the constructor returns a
-// flechtwerk.CodeInvalidOption error otherwise.
+// flechtwerk.CodeInvalidOption error otherwise. An external $ref (to
+// another document, a referenced schema) is not resolved: the schema
+// does not compile, and a writer schema with one is a Decode error
+// matching ErrWireFormat.
 func JSONSchema[T any](cl *sr.Client, topic, schema string, opts ...Opt) (*Codec[T], error) {
 	s, err := compileJSONSchema(schema)
 	if err != nil {
 		return nil, flechtwerk.Errorf(flechtwerk.CodeInvalidOption, "JSON schema", "%v", err)
 	}
-	return newCodec[T](cl, topic, sr.Schema{Schema: schema, Type: sr.TypeJSON}, &jsonFormat[T]{schema: s}, opts)
+	return newCodec[T](cl, topic, sr.Schema{Schema: schema, Type: sr.TypeJSON}, &jsonFormat[T]{schema: s}, newOpts(opts))
 }
 
 func compileJSONSchema(schema string) (*jsonschema.Schema, error) {
@@ -35,10 +38,19 @@ func compileJSONSchema(schema string) (*jsonschema.Schema, error) {
 		return nil, err
 	}
 	c := jsonschema.NewCompiler()
+	c.UseLoader(noLoader{})
 	if err := c.AddResource("schema.json", doc); err != nil {
 		return nil, err
 	}
 	return c.Compile("schema.json")
+}
+
+// noLoader refuses every external $ref: the default loader would read a
+// local file named by a schema's (or a writer schema's) $ref.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("external $ref %s: JSON Schema references are not resolved", url)
 }
 
 type jsonFormat[T any] struct{ schema *jsonschema.Schema }
@@ -68,7 +80,9 @@ func validateJSON(s *jsonschema.Schema, b []byte) error {
 	return nil
 }
 
-func (f *jsonFormat[T]) reader(s sr.Schema, own bool) (func([]byte) (T, error), error) {
+func (*jsonFormat[T]) usesRefs() bool { return false }
+
+func (f *jsonFormat[T]) reader(s sr.Schema, own bool, _ []string) (func([]byte) (T, error), error) {
 	schema := f.schema
 	if !own {
 		var err error

@@ -20,8 +20,9 @@ import (
 // (see Key and Subject).
 //
 // Decode reads the payload as T whatever the writer's message index, as
-// Confluent's specific deserializer does; for the codec's own schema id
-// it checks that the index is T's.
+// Confluent's specific deserializer does; for the codec's own schema (its
+// id, or a registered schema of the same text and references, opened or
+// not) it checks that the index is T's.
 func Protobuf[T proto.Message](cl *sr.Client, topic, schema string, opts ...Opt) (*Codec[T], error) {
 	var zero T
 	md := zero.ProtoReflect().Descriptor()
@@ -33,7 +34,7 @@ func Protobuf[T proto.Message](cl *sr.Client, topic, schema string, opts ...Opt)
 			"the schema text does not declare message %s (is it %s?)", md.Name(), md.ParentFile().Path())
 	}
 	return newCodec[T](cl, topic, sr.Schema{Schema: schema, Type: sr.TypeProtobuf},
-		&protoFormat[T]{idx: messageIndex(md), new: zero.ProtoReflect().Type()}, opts)
+		&protoFormat[T]{idx: messageIndex(md), new: zero.ProtoReflect().Type()}, newOpts(opts))
 }
 
 // messageIndex is the path of md in its file: the index of its top-level
@@ -65,7 +66,9 @@ func (f *protoFormat[T]) encode(v T) ([]byte, error) {
 	return proto.Marshal(v)
 }
 
-func (f *protoFormat[T]) reader(sr.Schema, bool) (func([]byte) (T, error), error) {
+func (*protoFormat[T]) usesRefs() bool { return false }
+
+func (f *protoFormat[T]) reader(sr.Schema, bool, []string) (func([]byte) (T, error), error) {
 	return func(b []byte) (T, error) {
 		m := f.new.New().Interface()
 		if err := proto.Unmarshal(b, m); err != nil {
