@@ -21,8 +21,8 @@
 # make run    - the word-count example on an embedded broker.
 # make test-mosquitto - the MQTT bridge tests against Mosquitto 2 (apt).
 # make run-mqtt - the MQTT bridge example on embedded brokers.
-# make bench  - the throughput/latency benchmark (bench/run.sh): plain loop,
-#               GroupTransactSession loop, the runner and Kafka Streams
+# make bench  - the throughput/latency benchmark (bench/run.sh): plain pipe
+#               (and the synchronous plain loop), GroupTransactSession loop, the runner and Kafka Streams
 #               (exactly_once_v2, built with Maven) on Apache Kafka, and the
 #               first three on the embedded broker. BENCH_RECORDS=300000
 #               scales it down.

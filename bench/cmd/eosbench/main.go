@@ -46,6 +46,8 @@ type config struct {
 	verify         bool
 	reference      bool
 	drainTimeout   time.Duration
+	syncLoop       bool
+	intervals      string
 }
 
 func main() {
@@ -69,6 +71,8 @@ func main() {
 	flag.BoolVar(&c.verify, "verify", true, "after each drain, count the committed outputs (2 per input)")
 	flag.BoolVar(&c.reference, "reference", true, "also run the reference rows (runner with MaxPollRecords 20000; latency with outputs on their input's partition)")
 	flag.DurationVar(&c.drainTimeout, "drain-timeout", 30*time.Minute, "give up on a drain row after this long")
+	flag.BoolVar(&c.syncLoop, "sync-loop", true, "also run the extra row (a-sync): the plain loop that waits for its outputs and its commit after every poll")
+	flag.StringVar(&c.intervals, "intervals", "10ms,1s", "commit intervals of the extra runner rows (comma separated; empty: none)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -138,9 +142,15 @@ func run(ctx context.Context, c config) error {
 		return r, nil
 	}
 
-	a, err := drainRow(plainLoop(), "", false)
+	a, err := drainRow(plainPipe(), "", false)
 	if err != nil {
 		return err
+	}
+	var aSync *drainResult
+	if c.syncLoop {
+		if aSync, err = drainRow(syncLoop(), "", false); err != nil {
+			return err
+		}
 	}
 	b, err := drainRow(sessionLoop(stats), "", true)
 	if err != nil {
@@ -156,7 +166,11 @@ func run(ctx context.Context, c config) error {
 		err   error
 	}
 	var intervals []variant
-	for _, d := range []time.Duration{10 * time.Millisecond, time.Second} {
+	ivs, err := parseIntervals(c.intervals)
+	if err != nil {
+		return err
+	}
+	for _, d := range ivs {
 		label := fmt.Sprintf("(c) runner, CommitInterval %v", d)
 		opt, err := commitInterval(d)
 		if err != nil {
@@ -237,7 +251,11 @@ func run(ctx context.Context, c config) error {
 			}
 		}
 		if c.latencyAll {
-			procs = append(procs, plainLoop(), sessionLoop(nil))
+			procs = append(procs, plainPipe())
+			if c.syncLoop {
+				procs = append(procs, syncLoop())
+			}
+			procs = append(procs, sessionLoop(nil))
 		}
 		for i, p := range procs {
 			res, err := latencyRun(ctx, e, c, p, rate, i == 0, stats)
@@ -265,7 +283,8 @@ func run(ctx context.Context, c config) error {
 	if c.latencyDur > 0 && d != nil {
 		peerRate = min(rate, d.rate/2)
 		procs := []processor{runnerProc("(c) runner, default settings", nil)}
-		if v := intervals[0]; v.proc != nil { // 10ms
+		if len(intervals) > 0 && intervals[0].proc != nil { // 10ms by default
+			v := intervals[0]
 			procs = append(procs, *v.proc)
 		}
 		procs = append(procs, dLatency...)
@@ -311,6 +330,9 @@ func run(ctx context.Context, c config) error {
 		}
 	}
 	fmt.Fprintf(w, "ratios: (c)/(a) = %.3f   (c)/(b) = %.3f   (b)/(a) = %.3f\n", cDefault.rate/a.rate, cDefault.rate/b.rate, b.rate/a.rate)
+	if aSync != nil {
+		fmt.Fprintf(w, "        (a-sync)/(a) = %.3f   (c)/(a-sync) = %.3f\n", aSync.rate/a.rate, cDefault.rate/aSync.rate)
+	}
 	if d != nil {
 		fmt.Fprintf(w, "        (c)/(d) = %.3f   (d)/(a) = %.3f   (%d stream threads)\n", cDefault.rate/d.rate, d.rate/a.rate, c.streamsThreads)
 	}
@@ -553,4 +575,20 @@ func pprofTop(profile string) string {
 		}
 	}
 	return b.String()
+}
+
+// parseIntervals parses the -intervals flag: comma-separated durations.
+func parseIntervals(s string) ([]time.Duration, error) {
+	var ds []time.Duration
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("-intervals: %q is not a positive duration", f)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
 }
