@@ -47,6 +47,7 @@ type config struct {
 	reference      bool
 	drainTimeout   time.Duration
 	syncLoop       bool
+	sessionLoop    bool
 	intervals      string
 }
 
@@ -72,6 +73,7 @@ func main() {
 	flag.BoolVar(&c.reference, "reference", true, "also run the reference rows (runner with MaxPollRecords 20000; latency with outputs on their input's partition)")
 	flag.DurationVar(&c.drainTimeout, "drain-timeout", 30*time.Minute, "give up on a drain row after this long")
 	flag.BoolVar(&c.syncLoop, "sync-loop", true, "also run the extra row (a-sync): the plain loop that waits for its outputs and its commit after every poll")
+	flag.BoolVar(&c.sessionLoop, "session-loop", true, "run the rows (b) of the GroupTransactSession loop")
 	flag.StringVar(&c.intervals, "intervals", "10ms,1s", "commit intervals of the extra runner rows (comma separated; empty: none)")
 	flag.Parse()
 
@@ -152,9 +154,11 @@ func run(ctx context.Context, c config) error {
 			return err
 		}
 	}
-	b, err := drainRow(sessionLoop(stats), "", true)
-	if err != nil {
-		return err
+	var b *drainResult
+	if c.sessionLoop {
+		if b, err = drainRow(sessionLoop(stats), "", true); err != nil {
+			return err
+		}
 	}
 	cDefault, err := drainRow(runnerProc("(c) runner, default settings", stats), c.cpuProfile, true)
 	if err != nil {
@@ -255,7 +259,9 @@ func run(ctx context.Context, c config) error {
 			if c.syncLoop {
 				procs = append(procs, syncLoop())
 			}
-			procs = append(procs, sessionLoop(nil))
+			if c.sessionLoop {
+				procs = append(procs, sessionLoop(nil))
+			}
 		}
 		for i, p := range procs {
 			res, err := latencyRun(ctx, e, c, p, rate, i == 0, stats)
@@ -329,7 +335,11 @@ func run(ctx context.Context, c config) error {
 			fmt.Fprintf(w, "  %-58s %s\n", v.label, v.err)
 		}
 	}
-	fmt.Fprintf(w, "ratios: (c)/(a) = %.3f   (c)/(b) = %.3f   (b)/(a) = %.3f\n", cDefault.rate/a.rate, cDefault.rate/b.rate, b.rate/a.rate)
+	fmt.Fprintf(w, "ratios: (c)/(a) = %.3f", cDefault.rate/a.rate)
+	if b != nil {
+		fmt.Fprintf(w, "   (c)/(b) = %.3f   (b)/(a) = %.3f", cDefault.rate/b.rate, b.rate/a.rate)
+	}
+	fmt.Fprintln(w)
 	if aSync != nil {
 		fmt.Fprintf(w, "        (a-sync)/(a) = %.3f   (c)/(a-sync) = %.3f\n", aSync.rate/a.rate, cDefault.rate/aSync.rate)
 	}
@@ -370,8 +380,10 @@ func run(ctx context.Context, c config) error {
 	fmt.Fprintf(w, "where (c) spends its drain, from kgo hooks on every runner client (%d records, %.1f records per EndTxn)\n",
 		c.records, float64(c.records)/float64(max(1, countKey(cDefault.reqs, 26))))
 	printRequests(w, cDefault.reqs, cDefault.from, cDefault.to, c.records)
-	fmt.Fprintf(w, "%s, from kgo hooks on its client: %.1f records per EndTxn\n", b.label, float64(c.records)/float64(max(1, countKey(b.reqs, 26))))
-	printRequests(w, b.reqs, b.from, b.to, c.records)
+	if b != nil {
+		fmt.Fprintf(w, "%s, from kgo hooks on its client: %.1f records per EndTxn\n", b.label, float64(c.records)/float64(max(1, countKey(b.reqs, 26))))
+		printRequests(w, b.reqs, b.from, b.to, c.records)
+	}
 	for _, r := range refs {
 		fmt.Fprintf(w, "%s: %.1f records per EndTxn\n", r.label, float64(c.records)/float64(max(1, countKey(r.reqs, 26))))
 		printRequests(w, r.reqs, r.from, r.to, c.records)
