@@ -24,8 +24,8 @@
 #               Registry 2.4.2 (in memory, Confluent-compatible API), built
 #               from Maven Central (integration/schemaregistry/registry.sh).
 # make run-mqtt - the MQTT bridge example on embedded brokers.
-# make bench  - the throughput/latency benchmark (bench/run.sh): plain loop,
-#               GroupTransactSession loop, the runner and Kafka Streams
+# make bench  - the throughput/latency benchmark (bench/run.sh): plain pipe
+#               (and the synchronous plain loop), GroupTransactSession loop, the runner and Kafka Streams
 #               (exactly_once_v2, built with Maven) on Apache Kafka, and the
 #               first three on the embedded broker. BENCH_RECORDS=300000
 #               scales it down.

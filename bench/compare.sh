@@ -50,7 +50,7 @@ for i in $(seq 1 "$PAIRS"); do
     echo "==> pair $i: $side"
     "$OUT/eosbench-$side" -brokers "$BROKERS" -broker-pid "$KAFKA_PID" -label "Apache Kafka $KAFKA_VERSION ($side)" \
       "${FLAGS[@]}" >"$OUT/$side-$i.txt" 2>&1
-    grep -E '^\s+\((a|b|c)\)|ratios:' "$OUT/$side-$i.txt" | grep -v 'windows of' || true
+    grep -E '^\s+\((a|a-sync|b|c)\)|ratios:' "$OUT/$side-$i.txt" | grep -v 'windows of' || true
   done
 done
 bench_kafka_stop

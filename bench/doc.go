@@ -7,10 +7,15 @@
 // same 12-partition input with a stateful per-key counter that emits two
 // outputs per input:
 //
-//   - (a) a plain franz-go consume→produce loop, at least once: the limit;
+//   - (a) a plain franz-go consume→produce pipe, at least once, pipelined
+//     (asynchronous produce; each poll's offsets committed asynchronously
+//     once its outputs are acknowledged): the limit;
+//   - (a-sync) the same loop waiting for its outputs and its offset commit
+//     after every poll (-sync-loop), an extra row for reference;
 //   - (b) a hand-rolled kgo.GroupTransactSession loop with its changelog in
 //     the same transaction: what a user writes without this library;
-//   - (c) the runner at CommitInterval 100ms (the default), 10ms and 1s;
+//   - (c) the runner at CommitInterval 100ms (the default), 10ms and 1s
+//     (-intervals);
 //   - (d) the same counter as a Kafka Streams application under
 //     exactly_once_v2 (bench/streams, built with Maven).
 //

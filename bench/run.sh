@@ -2,6 +2,9 @@
 # Runs the eosbench command (docs/performance.md) twice: against a single-node
 # Apache Kafka 4.x broker that this script starts (and stops on exit, also
 # after a failure), then against the embedded broker (kfake) in-process.
+# The rows (bench/doc.go): (a) the pipelined plain pipe, the limit;
+# (a-sync) the plain loop that waits after every poll; (b) the
+# GroupTransactSession loop; (c) the runner; (d) Kafka Streams.
 #
 # Environment:
 #   GO                        go binary (default: go)

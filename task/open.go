@@ -30,8 +30,11 @@ type open struct {
 	offsets map[string]int64
 	since   time.Time // when the first batch since the last commit was added
 	began   time.Time // when the transaction began
-	records int       // input records in the transaction
-	bytes   int64     // bytes of outputs and overlay
+	// opening is how long the transaction took to open: Begin and
+	// AddOffsetsToTxn, which waits for the previous transaction's markers.
+	opening time.Duration
+	records int   // input records in the transaction
+	bytes   int64 // bytes of outputs and overlay
 	outputs int
 	// stats of every batch added since the last commit (inputs and
 	// policy counts also of empty batches)
@@ -79,6 +82,7 @@ func (t *Task) Add(ctx context.Context, b *Batch) error {
 		return nil
 	}
 	if o.txn == nil {
+		opening := time.Now()
 		x, err := t.producer.Begin(ctx)
 		if err != nil {
 			return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
@@ -91,6 +95,7 @@ func (t *Task) Add(ctx context.Context, b *Batch) error {
 			return fmt.Errorf("task %d: %w", t.cfg.Partition, errors.Join(err, x.Abort(actx)))
 		}
 		o.txn, o.began = x, time.Now()
+		o.opening = o.began.Sub(opening)
 		if o.since.IsZero() {
 			o.since = o.began
 		}
@@ -215,7 +220,7 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 	st.writes, st.transactional = writes, true
 	t.cfg.Logger.Debug("transaction committed", "partition", t.cfg.Partition,
 		"records", o.records, "outputs", o.outputs, "state_writes", len(writes),
-		"produce", tm.Produce, "offsets", tm.Offsets, "total", tm.Total, "open", time.Since(o.began))
+		"produce", tm.Produce, "offsets", tm.Offsets, "total", tm.Total, "open", time.Since(o.began), "opening", o.opening)
 	t.commits.Add(1)
 	if t.store != nil && len(writes) > 0 {
 		// The store's checkpoint moves with the state, in one batch: the

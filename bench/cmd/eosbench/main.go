@@ -46,6 +46,9 @@ type config struct {
 	verify         bool
 	reference      bool
 	drainTimeout   time.Duration
+	syncLoop       bool
+	sessionLoop    bool
+	intervals      string
 }
 
 func main() {
@@ -69,6 +72,9 @@ func main() {
 	flag.BoolVar(&c.verify, "verify", true, "after each drain, count the committed outputs (2 per input)")
 	flag.BoolVar(&c.reference, "reference", true, "also run the reference rows (runner with MaxPollRecords 20000; latency with outputs on their input's partition)")
 	flag.DurationVar(&c.drainTimeout, "drain-timeout", 30*time.Minute, "give up on a drain row after this long")
+	flag.BoolVar(&c.syncLoop, "sync-loop", true, "also run the extra row (a-sync): the plain loop that waits for its outputs and its commit after every poll")
+	flag.BoolVar(&c.sessionLoop, "session-loop", true, "run the rows (b) of the GroupTransactSession loop")
+	flag.StringVar(&c.intervals, "intervals", "10ms,1s", "commit intervals of the extra runner rows (comma separated; empty: none)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -138,13 +144,21 @@ func run(ctx context.Context, c config) error {
 		return r, nil
 	}
 
-	a, err := drainRow(plainLoop(), "", false)
+	a, err := drainRow(plainPipe(), "", false)
 	if err != nil {
 		return err
 	}
-	b, err := drainRow(sessionLoop(stats), "", true)
-	if err != nil {
-		return err
+	var aSync *drainResult
+	if c.syncLoop {
+		if aSync, err = drainRow(syncLoop(), "", false); err != nil {
+			return err
+		}
+	}
+	var b *drainResult
+	if c.sessionLoop {
+		if b, err = drainRow(sessionLoop(stats), "", true); err != nil {
+			return err
+		}
 	}
 	cDefault, err := drainRow(runnerProc("(c) runner, default settings", stats), c.cpuProfile, true)
 	if err != nil {
@@ -156,7 +170,11 @@ func run(ctx context.Context, c config) error {
 		err   error
 	}
 	var intervals []variant
-	for _, d := range []time.Duration{10 * time.Millisecond, time.Second} {
+	ivs, err := parseIntervals(c.intervals)
+	if err != nil {
+		return err
+	}
+	for _, d := range ivs {
 		label := fmt.Sprintf("(c) runner, CommitInterval %v", d)
 		opt, err := commitInterval(d)
 		if err != nil {
@@ -237,7 +255,13 @@ func run(ctx context.Context, c config) error {
 			}
 		}
 		if c.latencyAll {
-			procs = append(procs, plainLoop(), sessionLoop(nil))
+			procs = append(procs, plainPipe())
+			if c.syncLoop {
+				procs = append(procs, syncLoop())
+			}
+			if c.sessionLoop {
+				procs = append(procs, sessionLoop(nil))
+			}
 		}
 		for i, p := range procs {
 			res, err := latencyRun(ctx, e, c, p, rate, i == 0, stats)
@@ -265,7 +289,8 @@ func run(ctx context.Context, c config) error {
 	if c.latencyDur > 0 && d != nil {
 		peerRate = min(rate, d.rate/2)
 		procs := []processor{runnerProc("(c) runner, default settings", nil)}
-		if v := intervals[0]; v.proc != nil { // 10ms
+		if len(intervals) > 0 && intervals[0].proc != nil { // 10ms by default
+			v := intervals[0]
 			procs = append(procs, *v.proc)
 		}
 		procs = append(procs, dLatency...)
@@ -310,7 +335,14 @@ func run(ctx context.Context, c config) error {
 			fmt.Fprintf(w, "  %-58s %s\n", v.label, v.err)
 		}
 	}
-	fmt.Fprintf(w, "ratios: (c)/(a) = %.3f   (c)/(b) = %.3f   (b)/(a) = %.3f\n", cDefault.rate/a.rate, cDefault.rate/b.rate, b.rate/a.rate)
+	fmt.Fprintf(w, "ratios: (c)/(a) = %.3f", cDefault.rate/a.rate)
+	if b != nil {
+		fmt.Fprintf(w, "   (c)/(b) = %.3f   (b)/(a) = %.3f", cDefault.rate/b.rate, b.rate/a.rate)
+	}
+	fmt.Fprintln(w)
+	if aSync != nil {
+		fmt.Fprintf(w, "        (a-sync)/(a) = %.3f   (c)/(a-sync) = %.3f\n", aSync.rate/a.rate, cDefault.rate/aSync.rate)
+	}
 	if d != nil {
 		fmt.Fprintf(w, "        (c)/(d) = %.3f   (d)/(a) = %.3f   (%d stream threads)\n", cDefault.rate/d.rate, d.rate/a.rate, c.streamsThreads)
 	}
@@ -348,8 +380,10 @@ func run(ctx context.Context, c config) error {
 	fmt.Fprintf(w, "where (c) spends its drain, from kgo hooks on every runner client (%d records, %.1f records per EndTxn)\n",
 		c.records, float64(c.records)/float64(max(1, countKey(cDefault.reqs, 26))))
 	printRequests(w, cDefault.reqs, cDefault.from, cDefault.to, c.records)
-	fmt.Fprintf(w, "%s, from kgo hooks on its client: %.1f records per EndTxn\n", b.label, float64(c.records)/float64(max(1, countKey(b.reqs, 26))))
-	printRequests(w, b.reqs, b.from, b.to, c.records)
+	if b != nil {
+		fmt.Fprintf(w, "%s, from kgo hooks on its client: %.1f records per EndTxn\n", b.label, float64(c.records)/float64(max(1, countKey(b.reqs, 26))))
+		printRequests(w, b.reqs, b.from, b.to, c.records)
+	}
 	for _, r := range refs {
 		fmt.Fprintf(w, "%s: %.1f records per EndTxn\n", r.label, float64(c.records)/float64(max(1, countKey(r.reqs, 26))))
 		printRequests(w, r.reqs, r.from, r.to, c.records)
@@ -553,4 +587,20 @@ func pprofTop(profile string) string {
 		}
 	}
 	return b.String()
+}
+
+// parseIntervals parses the -intervals flag: comma-separated durations.
+func parseIntervals(s string) ([]time.Duration, error) {
+	var ds []time.Duration
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("-intervals: %q is not a positive duration", f)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
 }

@@ -64,21 +64,194 @@ func pollErr(fs kgo.Fetches) error {
 	return ferr
 }
 
-// plainLoop is row (a): a group consumer reading uncommitted, counting per
-// key in memory, producing two outputs per input (ProduceSync) and
-// committing the poll's offsets (CommitOffsetsSync) after every poll. At
-// least once, no transactions, no changelog: the limit.
-func plainLoop() processor {
-	return processor{label: "(a) plain consume→produce loop, no transactions", run: func(ctx context.Context, j job) error {
-		cl, err := kgo.NewClient(
-			kgo.SeedBrokers(j.env.brokers...),
-			kgo.ConsumerGroup(j.group),
-			kgo.ConsumeTopics(j.in),
-			kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-			kgo.DisableAutoCommit(),
-			kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
-		)
+// plainPipe is row (a): a group consumer reading uncommitted, counting per
+// key in memory and producing two outputs per input, pipelined the way a
+// plain at-least-once pipe is written: Produce is asynchronous, the loop
+// polls again at once, and a committer goroutine commits the offsets of
+// every poll whose outputs (and those of every earlier poll) the broker
+// acknowledged, coalescing whatever was acknowledged while its previous
+// commit was in flight. An offset is never committed before its outputs
+// are acknowledged. No transactions, no changelog: the limit.
+func plainPipe() processor {
+	return processor{label: "(a) plain consume→produce pipe, no transactions", run: func(ctx context.Context, j job) error {
+		cl, err := plainClient(j)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		c := newAckCommitter()
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- c.run(cctx, cl) }()
+		defer func() { cancel(); <-done }()
+		counts := map[string]int{}
+		for {
+			fs := cl.PollRecords(ctx, maxPoll)
+			if ctx.Err() != nil || fs.IsClientClosed() {
+				return nil
+			}
+			if err := pollErr(fs); err != nil {
+				return err
+			}
+			if err := c.err(); err != nil {
+				return fmt.Errorf("plain pipe: %w", err)
+			}
+			recs := fs.Records()
+			if len(recs) == 0 {
+				continue
+			}
+			j.started()
+			pl := c.add(fs, 2*len(recs))
+			for _, r := range recs {
+				n := counts[string(r.Key)] + 1
+				counts[string(r.Key)] = n
+				v1, v2 := outputs(n)
+				cl.Produce(ctx, &kgo.Record{Topic: j.out, Key: r.Key, Value: v1, Headers: r.Headers}, pl.acked)
+				cl.Produce(ctx, &kgo.Record{Topic: j.out, Key: r.Key, Value: v2, Headers: r.Headers}, pl.acked)
+			}
+		}
+	}}
+}
+
+func plainClient(j job) (*kgo.Client, error) {
+	return kgo.NewClient(
+		kgo.SeedBrokers(j.env.brokers...),
+		kgo.ConsumerGroup(j.group),
+		kgo.ConsumeTopics(j.in),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
+	)
+}
+
+// ackCommitter commits the offsets of polls in poll order once all their
+// outputs are acknowledged (see plainPipe).
+type ackCommitter struct {
+	mu     sync.Mutex
+	polls  []*ackPoll // in poll order, not yet committed
+	failed error
+	signal chan struct{}
+}
+
+// ackPoll is one poll: its outputs not acknowledged yet and the next
+// offsets of its partitions.
+type ackPoll struct {
+	c       *ackCommitter
+	pending int
+	offsets map[string]map[int32]kgo.EpochOffset
+}
+
+func newAckCommitter() *ackCommitter { return &ackCommitter{signal: make(chan struct{}, 1)} }
+
+// add registers a poll of fs that sends outputs records.
+func (c *ackCommitter) add(fs kgo.Fetches, outputs int) *ackPoll {
+	pl := &ackPoll{c: c, pending: outputs, offsets: map[string]map[int32]kgo.EpochOffset{}}
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		if len(p.Records) == 0 {
+			return
+		}
+		last := p.Records[len(p.Records)-1]
+		if pl.offsets[p.Topic] == nil {
+			pl.offsets[p.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		pl.offsets[p.Topic][p.Partition] = kgo.EpochOffset{Epoch: last.LeaderEpoch, Offset: last.Offset + 1}
+	})
+	c.mu.Lock()
+	c.polls = append(c.polls, pl)
+	c.mu.Unlock()
+	if outputs == 0 {
+		c.wake()
+	}
+	return pl
+}
+
+// acked is the promise of every output of the poll.
+func (pl *ackPoll) acked(_ *kgo.Record, err error) {
+	c := pl.c
+	c.mu.Lock()
+	pl.pending--
+	if err != nil && c.failed == nil {
+		c.failed = fmt.Errorf("produce: %w", err)
+	}
+	last := pl.pending == 0
+	c.mu.Unlock()
+	if last {
+		c.wake()
+	}
+}
+
+func (c *ackCommitter) wake() {
+	select {
+	case c.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (c *ackCommitter) err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failed
+}
+
+// ready removes the leading polls whose outputs are all acknowledged and
+// returns their offsets merged (nil: none); none after a failed produce.
+func (c *ackCommitter) ready() map[string]map[int32]kgo.EpochOffset {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failed != nil {
+		return nil
+	}
+	var merged map[string]map[int32]kgo.EpochOffset
+	for len(c.polls) > 0 && c.polls[0].pending == 0 {
+		if merged == nil {
+			merged = map[string]map[int32]kgo.EpochOffset{}
+		}
+		for t, ps := range c.polls[0].offsets {
+			if merged[t] == nil {
+				merged[t] = map[int32]kgo.EpochOffset{}
+			}
+			for p, o := range ps {
+				merged[t][p] = o
+			}
+		}
+		c.polls = c.polls[1:]
+	}
+	return merged
+}
+
+// run commits what is ready, one commit at a time, until ctx ends.
+func (c *ackCommitter) run(ctx context.Context, cl *kgo.Client) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.signal:
+		}
+		offsets := c.ready()
+		if offsets == nil {
+			continue
+		}
+		if err := commitOffsets(ctx, cl, offsets); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			c.mu.Lock()
+			if c.failed == nil {
+				c.failed = fmt.Errorf("commit: %w", err)
+			}
+			c.mu.Unlock()
+			return err
+		}
+	}
+}
+
+// syncLoop is the extra row (a-sync): the plain loop of row (a), but it
+// waits for every poll's outputs (ProduceSync) and then for its offsets
+// (CommitOffsetsSync) before it polls again.
+func syncLoop() processor {
+	return processor{label: "(a-sync) plain loop, waits for produce+commit each poll", run: func(ctx context.Context, j job) error {
+		cl, err := plainClient(j)
 		if err != nil {
 			return err
 		}
@@ -110,21 +283,22 @@ func plainLoop() processor {
 				if ctx.Err() != nil {
 					return nil
 				}
-				return fmt.Errorf("plain loop: produce: %w", err)
+				return fmt.Errorf("sync loop: produce: %w", err)
 			}
-			if err := commitSync(ctx, cl); err != nil {
+			if err := commitOffsets(ctx, cl, cl.UncommittedOffsets()); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
-				return fmt.Errorf("plain loop: commit: %w", err)
+				return fmt.Errorf("sync loop: commit: %w", err)
 			}
 		}
 	}}
 }
 
-func commitSync(ctx context.Context, cl *kgo.Client) error {
+// commitOffsets commits offsets and waits for the answer.
+func commitOffsets(ctx context.Context, cl *kgo.Client, offsets map[string]map[int32]kgo.EpochOffset) error {
 	var cerr error
-	cl.CommitOffsetsSync(ctx, cl.UncommittedOffsets(), func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
 			cerr = err
 			return

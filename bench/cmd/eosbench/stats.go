@@ -109,7 +109,7 @@ func printRequests(w io.Writer, reqs []req, from, to time.Time, records int) {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b int16) int { return len(byKey[b]) - len(byKey[a]) })
-	fmt.Fprintf(w, "    %-18s %8s %9s %9s %9s %9s %7s %7s\n", "request", "count", "per 1k in", "mean", "p50", "p99", "busy", "concur")
+	fmt.Fprintf(w, "    %-18s %8s %8s %9s %9s %9s %9s %7s %7s\n", "request", "count", "per s", "per 1k in", "mean", "p50", "p99", "busy", "concur")
 	var txnPath [][2]time.Time
 	for _, k := range keys {
 		rs := byKey[k]
@@ -130,8 +130,8 @@ func printRequests(w io.Writer, reqs []req, from, to time.Time, records int) {
 		if busy > 0 {
 			concur = float64(sum) / float64(busy)
 		}
-		fmt.Fprintf(w, "    %-18s %8d %9.2f %9s %9s %9s %6.1f%% %7.2f\n", kmsg.NameForKey(k), len(rs),
-			float64(len(rs))*1000/float64(max(records, 1)), round(sum/time.Duration(len(rs))),
+		fmt.Fprintf(w, "    %-18s %8d %8.1f %9.2f %9s %9s %9s %6.1f%% %7.2f\n", kmsg.NameForKey(k), len(rs),
+			float64(len(rs))/wall.Seconds(), float64(len(rs))*1000/float64(max(records, 1)), round(sum/time.Duration(len(rs))),
 			round(pct(ds, 0.5)), round(pct(ds, 0.99)), 100*busy.Seconds()/wall.Seconds(), concur)
 	}
 	if len(txnPath) > 0 {

@@ -51,8 +51,9 @@ type procEv struct {
 type commitEv struct {
 	began, start, end time.Time
 	// produce and offsets: how long End waited for the records' results
-	// and for the offsets to join.
-	produce, offsets time.Duration
+	// and for the offsets to join; opening: how long the transaction took
+	// to open (AddOffsetsToTxn, which waits for the previous one's markers).
+	produce, offsets, opening time.Duration
 }
 
 func newTrace(in, out string) *trace {
@@ -179,8 +180,8 @@ func (h traceHandler) Handle(_ context.Context, r slog.Record) error {
 		return nil
 	}
 	var (
-		part                          int64 = -1
-		total, open, produce, offsets time.Duration
+		part                                   int64 = -1
+		total, open, produce, offsets, opening time.Duration
 	)
 	r.Attrs(func(a slog.Attr) bool {
 		switch a.Key {
@@ -194,6 +195,8 @@ func (h traceHandler) Handle(_ context.Context, r slog.Record) error {
 			produce = a.Value.Duration()
 		case "offsets":
 			offsets = a.Value.Duration()
+		case "opening":
+			opening = a.Value.Duration()
 		}
 		return true
 	})
@@ -202,7 +205,7 @@ func (h traceHandler) Handle(_ context.Context, r slog.Record) error {
 	}
 	end := r.Time
 	h.tr.mu.Lock()
-	h.tr.commits[int32(part)] = append(h.tr.commits[int32(part)], commitEv{began: end.Add(-open), start: end.Add(-total), end: end, produce: produce, offsets: offsets})
+	h.tr.commits[int32(part)] = append(h.tr.commits[int32(part)], commitEv{began: end.Add(-open), start: end.Add(-total), end: end, produce: produce, offsets: offsets, opening: opening})
 	h.tr.mu.Unlock()
 	return nil
 }
@@ -307,7 +310,7 @@ func (tr *trace) report(countFrom time.Time) (stages []stage, n int) {
 func (tr *trace) commitsReport(from, to time.Time) string {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	var ends, produce, offsets []time.Duration
+	var ends, produce, offsets, opening []time.Duration
 	var iv [][2]time.Time
 	for _, cs := range tr.commits {
 		for _, c := range cs {
@@ -316,6 +319,7 @@ func (tr *trace) commitsReport(from, to time.Time) string {
 			}
 			ends = append(ends, c.end.Sub(c.start))
 			produce, offsets = append(produce, c.produce), append(offsets, c.offsets)
+			opening = append(opening, c.opening)
 			iv = append(iv, [2]time.Time{c.began, c.end})
 		}
 	}
@@ -323,10 +327,11 @@ func (tr *trace) commitsReport(from, to time.Time) string {
 		return ""
 	}
 	open := union(iv, from, to)
-	return fmt.Sprintf("%d commits (%.1f/s), End p50 %v p99 %v (its flush p50 %v p99 %v, then its offsets p50 %v p99 %v); some transaction open %.1f%% of the time",
+	return fmt.Sprintf("%d commits (%.1f/s), End p50 %v p99 %v (its flush p50 %v p99 %v, then its offsets p50 %v p99 %v); some transaction open %.1f%% of the time\n"+
+		"    opening a transaction (AddOffsetsToTxn, which waits for the markers of the task's previous one) p50 %v p99 %v",
 		len(ends), float64(len(ends))/to.Sub(from).Seconds(), round(pct(ends, 0.5)), round(pct(ends, 0.99)),
 		round(pct(produce, 0.5)), round(pct(produce, 0.99)), round(pct(offsets, 0.5)), round(pct(offsets, 0.99)),
-		100*open.Seconds()/to.Sub(from).Seconds())
+		100*open.Seconds()/to.Sub(from).Seconds(), round(pct(opening, 0.5)), round(pct(opening, 0.99)))
 }
 
 // kgoCounter is a kgo.Logger (debug level, -trace-kgo) that counts what
