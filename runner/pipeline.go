@@ -27,9 +27,11 @@ import (
 // its consumer group, transactional IDs, changelog and state directory.
 // The stages run as independent engines in the process: a slow stage does
 // not stall another's commits. Between stages, records travel through
-// Kafka topics read read_committed, so each hop is exactly-once and a
-// record's effects reach the end of the pipeline exactly once; each hop
-// adds up to one commit interval of latency (see docs/concepts.md).
+// Kafka topics read read_committed, so each hop between transformers and
+// extractors is exactly-once and a record's effects reach the end of those
+// hops exactly once; a stage added with AddSink or AddBridge is a hop of
+// its own delivery (at least once or at most once). Each hop adds up to
+// one commit interval of latency (see docs/concepts.md).
 //
 // The pipeline has one lifecycle (Run), one health and readiness view
 // (Healthy, Ready, Handler), and, when given to NewPipeline, one logger
