@@ -580,7 +580,7 @@ func (pg *purger) run(ctx context.Context) {
 		for _, rp := range pg.p.parts {
 			if err := pg.purge(ctx, rp); err != nil && ctx.Err() == nil {
 				pg.p.Stage(rp.to).cfg.Logger.Warn("purging a repartition topic failed; retrying at the next interval",
-					"pipeline", pg.p.name, "topic", rp.topic, "err", err)
+					"topic", rp.topic, "err", err)
 			}
 		}
 	}
