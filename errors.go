@@ -128,6 +128,18 @@ const (
 	// (an *OutputError names the topic). The transform call failed: its
 	// task's transaction is aborted.
 	CodeOutputEncode Code = "OUTPUT_ENCODE_FAILED"
+	// CodeTopicCreate: a topic the runtime creates (a repartition topic
+	// of a runner.Pipeline) could not be created, or not every partition
+	// of it had a leader in the metadata in time. The error names the
+	// topic and keeps the broker's error in its chain. No stage started;
+	// it is safe to retry.
+	CodeTopicCreate Code = "TOPIC_CREATE_FAILED"
+	// CodeRepartitionPolicy: an existing repartition topic of a
+	// runner.Pipeline has a cleanup.policy other than delete (a compacted
+	// one would drop all but the last record of each key). The error names
+	// the topic. No stage started; delete the topic or set its
+	// cleanup.policy to delete.
+	CodeRepartitionPolicy Code = "REPARTITION_POLICY_MISMATCH"
 )
 
 // Sentinels, one per code: errors.Is(err, ErrMissingTopic) is true for every
@@ -156,6 +168,8 @@ var (
 
 	ErrSchemaRefused             = &ConfigError{Code: CodeSchemaRefused}
 	ErrSchemaRegistryUnavailable = &ConfigError{Code: CodeSchemaRegistryUnavailable}
+	ErrTopicCreate               = &ConfigError{Code: CodeTopicCreate}
+	ErrRepartitionPolicy         = &ConfigError{Code: CodeRepartitionPolicy}
 
 	// ErrBatchTimeout matches the error that ends Run when a batch did
 	// not finish within BatchTimeout.

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/config"
@@ -25,9 +27,11 @@ import (
 // its consumer group, transactional IDs, changelog and state directory.
 // The stages run as independent engines in the process: a slow stage does
 // not stall another's commits. Between stages, records travel through
-// Kafka topics read read_committed, so each hop is exactly-once and a
-// record's effects reach the end of the pipeline exactly once; each hop
-// adds up to one commit interval of latency (see docs/concepts.md).
+// Kafka topics read read_committed, so each hop between transformers and
+// extractors is exactly-once and a record's effects reach the end of those
+// hops exactly once; a stage added with AddSink or AddBridge is a hop of
+// its own delivery (at least once or at most once). Each hop adds up to
+// one commit interval of latency (see docs/concepts.md).
 //
 // The pipeline has one lifecycle (Run), one health and readiness view
 // (Healthy, Ready, Handler), and, when given to NewPipeline, one logger
@@ -40,6 +44,7 @@ type Pipeline struct {
 	stages  []*Runner
 	parts   []repartition
 	started atomic.Bool
+	late    chan error // a declaration after Run, which ends a running Run
 }
 
 // NewPipeline returns an empty pipeline called name (it names the
@@ -53,7 +58,7 @@ type Pipeline struct {
 // is refused by the Add method (flechtwerk.CodeInvalidOption). ApplicationID
 // is the stage's own and may not be given here.
 func NewPipeline(name string, opts ...Opt) (*Pipeline, error) {
-	p := &Pipeline{name: name, opts: opts}
+	p := &Pipeline{name: name, opts: opts, late: make(chan error, 1)}
 	var errs []error
 	if name == "" {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidOption, "NewPipeline", "the pipeline name is empty"))
@@ -108,7 +113,8 @@ type applier interface{ apply(*config.Options) }
 // options, then opts, then the shared logger and registry.
 func addStage[O applier](p *Pipeline, kind config.Kind, s Stage, opts []O) (*Runner, error) {
 	if p.started.Load() {
-		return nil, fmt.Errorf("runner: pipeline %s: a stage was added after Run", p.name)
+		return nil, flechtwerk.Errorf(flechtwerk.CodeInvalidOption, "pipeline "+p.name,
+			"a stage was added after Run; add every stage before Run")
 	}
 	var own config.Options
 	for _, o := range opts {
@@ -202,14 +208,18 @@ func (e *StageError) Unwrap() error { return e.Err }
 
 // Run checks the pipeline (problems are *flechtwerk.ConfigError values,
 // all reported at once, before anything starts), creates or checks its
-// repartition topics, then runs every stage, each on its own goroutines,
-// until ctx is canceled (every stage then stops gracefully, committing its
-// own work, and Run returns nil) or a stage fails. The first stage that
-// fails ends the whole pipeline: the others are stopped gracefully, and
-// Run returns a *StageError naming the failed stage (joined with the
-// errors of other stages that failed while stopping). Every goroutine Run
-// started has exited when it returns. A second call returns ErrRunTwice,
-// as does a stage's own Run called besides the pipeline's.
+// repartition topics (see Repartition), then runs every stage, each on its
+// own goroutines, until ctx is canceled (every stage then stops
+// gracefully, committing its own work, and Run returns nil; also when ctx
+// ends before the stages started) or a stage fails. While the stages run,
+// Run purges the records of the repartition topics their reading stages
+// committed. The first stage that fails ends the whole pipeline: the
+// others are stopped gracefully, and Run returns a *StageError naming the
+// failed stage (joined with the errors of other stages that failed while
+// stopping). A Repartition call after Run stops the stages the same way,
+// and Run returns its flechtwerk.CodeInvalidOption error. Every goroutine
+// Run started has exited when it returns. A second call returns
+// ErrRunTwice, as does a stage's own Run called besides the pipeline's.
 func (p *Pipeline) Run(ctx context.Context) error {
 	if !p.started.CompareAndSwap(false, true) {
 		return ErrRunTwice
@@ -217,8 +227,24 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if err := p.validate(); err != nil {
 		return err
 	}
-	if err := p.ensureRepartitions(ctx); err != nil {
-		return err
+	if ctx.Err() != nil {
+		return nil
+	}
+	var pg *purger
+	if len(p.parts) > 0 {
+		cl, err := kgo.NewClient(p.Stage(p.parts[0].to).cfg.ClientOpts()...)
+		if err != nil {
+			return fmt.Errorf("runner: pipeline %s: admin client: %w", p.name, err)
+		}
+		defer cl.Close()
+		adm := kadm.NewClient(cl)
+		if err := p.ensureRepartitions(ctx, adm); err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				return nil // canceled before the stages started
+			}
+			return err
+		}
+		pg = &purger{p: p, adm: adm, done: map[string]map[int32]int64{}}
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -228,6 +254,29 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		first error
 		rest  []error
 	)
+	fail := func(err error) {
+		mu.Lock()
+		if first == nil {
+			first = err
+		} else {
+			rest = append(rest, err)
+		}
+		mu.Unlock()
+		cancel()
+	}
+	if pg != nil {
+		wg.Go(func() { pg.run(runCtx) })
+	}
+	wg.Go(func() {
+		select {
+		case <-runCtx.Done():
+		case err := <-p.late:
+			if p.logger != nil {
+				p.logger.Error("Repartition called after Run; stopping the pipeline", "pipeline", p.name, "err", err)
+			}
+			fail(err)
+		}
+	})
 	for _, r := range p.stages {
 		wg.Go(func() {
 			err := r.Run(runCtx)
@@ -236,17 +285,13 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			}
 			err = &StageError{Pipeline: p.name, Stage: r.cfg.ApplicationID, Err: err}
 			mu.Lock()
-			if first == nil {
-				first = err
-				if p.logger != nil {
-					p.logger.Error("pipeline stage failed; stopping the others", "pipeline", p.name,
-						"stage", r.cfg.ApplicationID, "err", err)
-				}
-			} else {
-				rest = append(rest, err)
-			}
+			logIt := first == nil && p.logger != nil
 			mu.Unlock()
-			cancel()
+			if logIt {
+				p.logger.Error("pipeline stage failed; stopping the others", "pipeline", p.name,
+					"stage", r.cfg.ApplicationID, "err", err)
+			}
+			fail(err)
 		})
 	}
 	wg.Wait()

@@ -116,6 +116,7 @@ type Driver struct {
 	// parts are the partition counts of output topics (OutputPartitions,
 	// else the declared ones); partitioners their partitioners.
 	parts        map[string]int32
+	own          map[string]int32 // the counts of parts given to New
 	partitioners map[string]func(key []byte, partitions int32) int32
 
 	mu       sync.Mutex
@@ -184,6 +185,7 @@ func New(t Stage, opts ...Opt) (*Driver, error) {
 	maps.Copy(parts, c.partitions)
 	d := &Driver{
 		parts:        parts,
+		own:          maps.Clone(parts),
 		partitioners: partitioners,
 		user:         t,
 		tr:           tr,
@@ -489,4 +491,24 @@ func Outputs[K, V any](d *Driver, topic *transformer.OutputTopic[K, V]) ([]Typed
 		outs = append(outs, TypedOutput[K, V]{Key: k, Value: v, Partition: p, Timestamp: o.Timestamp, Headers: o.Headers})
 	}
 	return outs, nil
+}
+
+// setPartitions sets the partition counts of the topics in parts that the
+// Driver has no count of its own for (see Pipeline.Partitions); a count
+// of its own that differs is an error.
+func (d *Driver) setPartitions(parts map[string]int32) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	for _, topic := range slices.Sorted(maps.Keys(parts)) {
+		n := parts[topic]
+		if own, ok := d.own[topic]; ok {
+			if own != n {
+				errs = append(errs, fmt.Errorf("the driver partitions topic %q over %d partitions, the pipeline over %d", topic, own, n))
+			}
+			continue
+		}
+		d.parts[topic] = n
+	}
+	return errors.Join(errs...)
 }

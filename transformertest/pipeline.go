@@ -24,6 +24,11 @@ type Pipeline struct {
 	partitions map[string]int32
 	sent       map[string][]transformer.Output
 	final      []transformer.Output
+	// pending are the inputs each stage has yet to process: records
+	// committed to its topics that a stage error left unread, as they
+	// stay in Kafka.
+	pending   map[*pipelineStage][]Input
+	processed bool // Process was called: no more Add
 }
 
 type pipelineStage struct {
@@ -38,7 +43,8 @@ const maxHops = 1000
 
 // NewPipeline returns an empty pipeline.
 func NewPipeline() *Pipeline {
-	return &Pipeline{partitions: map[string]int32{}, sent: map[string][]transformer.Output{}}
+	return &Pipeline{partitions: map[string]int32{}, sent: map[string][]transformer.Output{},
+		pending: map[*pipelineStage][]Input{}}
 }
 
 // Add adds stage name, the transformer d runs, reading topics (as the
@@ -54,17 +60,23 @@ func (p *Pipeline) Add(name string, d *Driver, topics ...string) error {
 		return fmt.Errorf("transformertest: stage %q reads no topics", name)
 	case p.stage(name) != nil:
 		return fmt.Errorf("transformertest: stage %q added twice", name)
+	case p.processed:
+		return fmt.Errorf("transformertest: stage %q added after Process; add every stage first", name)
 	}
 	p.stages = append(p.stages, &pipelineStage{name: name, d: d, topics: slices.Clone(topics)})
 	return nil
 }
 
-// Partitions sets the partition count of topic, 1 by default: a stage's
-// output to it goes to the partition Kafka's default partitioner picks for
-// its key (murmur2 of the key, as the runner's producers do), a keyless
-// output to partition 0. Set the count of a repartition topic to the one
-// runner.Pipeline gives it, so that each key's state lives in the task
-// (partition) it has in production.
+// Partitions sets the partition count of topic, 1 by default. It is the
+// count of topic of every stage's Driver that does not set one of its own
+// (OutputPartitions): a stage's output to topic goes to the partition its
+// Driver reports (Output.Partition: its explicit one, its topic's
+// partitioner's, or Kafka's default murmur2 of its key, as the runner's
+// producers do), and is an input of the reading stages at that partition.
+// Set the count of a repartition topic to the one runner.Pipeline gives
+// it, so that each key's state lives in the task (partition) it has in
+// production. A Driver whose own count of topic differs is an error of
+// Process.
 func (p *Pipeline) Partitions(topic string, n int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -72,7 +84,8 @@ func (p *Pipeline) Partitions(topic string, n int32) {
 }
 
 // Partition returns the partition an output to topic with key goes to
-// (see Partitions): the task of the reading stage whose state holds key.
+// under Kafka's default partitioner and the count set with Partitions:
+// the task of the reading stage whose state holds key.
 func (p *Pipeline) Partition(topic string, key []byte) int32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -112,35 +125,50 @@ func (p *Pipeline) stage(name string) *pipelineStage {
 // pipeline until every output reached a topic no stage reads. Each hop is
 // one batch of each stage that has inputs (Driver.Process), stages in the
 // order they were added; an output of a hop is an input of the next, at
-// the partition its key maps to, with its headers. An input of a topic no
-// stage reads is an error, as is a stage's error (the stage's batch is
-// not committed, and Process stops there) and a pipeline that has not
-// settled after 1000 hops.
+// the partition its stage's Driver reports for it (see Partitions), with
+// its timestamp and headers. An input of a topic no stage reads is an
+// error (and nothing of in is processed), as is a stage's error (the
+// stage's batch is not committed, and Process stops there) and a pipeline
+// that has not settled after 1000 hops. After an error, the inputs no
+// stage committed yet stay pending, as records stay in their Kafka topics:
+// the next Process delivers them first (give it no inputs to just retry).
 func (p *Pipeline) Process(ctx context.Context, in ...Input) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	pending := map[*pipelineStage][]Input{}
+	p.processed = true
 	for i, r := range in {
-		readers := p.readers(r.Topic)
-		if len(readers) == 0 {
+		if len(p.readers(r.Topic)) == 0 {
 			return fmt.Errorf("transformertest: input %d is of topic %q, which no stage reads", i, r.Topic)
 		}
-		for _, s := range readers {
-			pending[s] = append(pending[s], r)
+	}
+	if err := p.applyPartitions(); err != nil {
+		return err
+	}
+	for _, r := range in {
+		for _, s := range p.readers(r.Topic) {
+			p.pending[s] = append(p.pending[s], r)
 		}
 	}
-	for hop := 0; len(pending) > 0; hop++ {
+	for hop := 0; len(p.pending) > 0; hop++ {
 		if hop == maxHops {
 			return fmt.Errorf("transformertest: the pipeline has not settled after %d hops (a cycle?)", maxHops)
 		}
-		next := map[*pipelineStage][]Input{}
-		for _, s := range p.stages {
-			batch := pending[s]
+		cur := p.pending
+		p.pending = map[*pipelineStage][]Input{}
+		for i, s := range p.stages {
+			batch := cur[s]
 			if len(batch) == 0 {
 				continue
 			}
 			b, err := s.d.Process(ctx, batch...)
 			if err != nil {
+				// This stage's batch and those of the stages after it
+				// are unread, before what this hop sent them.
+				for _, rest := range p.stages[i:] {
+					if len(cur[rest]) > 0 {
+						p.pending[rest] = append(cur[rest], p.pending[rest]...)
+					}
+				}
 				return fmt.Errorf("transformertest: stage %q: %w", s.name, err)
 			}
 			for _, o := range b.Outputs {
@@ -150,13 +178,29 @@ func (p *Pipeline) Process(ctx context.Context, in ...Input) error {
 					p.final = append(p.final, o)
 					continue
 				}
-				r := Input{Topic: o.Topic, Partition: p.partition(o.Topic, o.Key), Key: o.Key, Value: o.Value, Headers: o.Headers}
+				part, ok := o.Partition()
+				if !ok {
+					part = p.partition(o.Topic, o.Key)
+				}
+				r := Input{Topic: o.Topic, Partition: part, Key: o.Key, Value: o.Value,
+					Headers: o.Headers, Timestamp: o.Timestamp}
 				for _, rd := range readers {
-					next[rd] = append(next[rd], r)
+					p.pending[rd] = append(p.pending[rd], r)
 				}
 			}
 		}
-		pending = next
+	}
+	return nil
+}
+
+// applyPartitions gives every stage's Driver the partition counts set
+// with Partitions, unless it has its own (OutputPartitions), which must
+// agree.
+func (p *Pipeline) applyPartitions() error {
+	for _, s := range p.stages {
+		if err := s.d.setPartitions(p.partitions); err != nil {
+			return fmt.Errorf("transformertest: stage %q: %w", s.name, err)
+		}
 	}
 	return nil
 }

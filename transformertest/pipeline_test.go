@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -118,6 +119,109 @@ func TestPipelineErrors(t *testing.T) {
 		require.ErrorContains(t, p.Add("split", d, "x"), "added twice")
 		require.ErrorContains(t, p.Add("other", d), "reads no topics")
 	})
+}
+
+// TestPipelineAddAfterProcess: a stage added after Process is refused.
+func TestPipelineAddAfterProcess(t *testing.T) {
+	p := wordCount(t)
+	require.NoError(t, p.Process(context.Background(), transformertest.StringInput("sentences", 0, "", "a b")))
+	d, err := transformertest.New(count())
+	require.NoError(t, err)
+	require.ErrorContains(t, p.Add("late", d, words), "after Process")
+	require.Nil(t, p.Stage("late"))
+}
+
+// TestPipelineErrorKeepsInFlight: a stage error leaves the records sent
+// to it (committed by the stage before it) pending, as they stay in
+// Kafka: the next Process delivers them first, also one without inputs.
+func TestPipelineErrorKeepsInFlight(t *testing.T) {
+	for _, retry := range []string{"with inputs", "without inputs"} {
+		t.Run(retry, func(t *testing.T) {
+			p := transformertest.NewPipeline()
+			s, err := transformertest.New(split())
+			require.NoError(t, err)
+			fail := true
+			var seen []string
+			c, err := transformertest.New(transformer.New(func(_ context.Context, rec *transformer.Record, n int, out *transformer.Emitter[int]) error {
+				if fail {
+					return errors.New("count down")
+				}
+				seen = append(seen, string(rec.Key))
+				n++
+				out.SetState(n)
+				out.Send("counts", rec.Key, nil)
+				return nil
+			}), transformertest.Concurrency(1))
+			require.NoError(t, err)
+			require.NoError(t, p.Add("split", s, "sentences"))
+			require.NoError(t, p.Add("count", c, words))
+			ctx := context.Background()
+			require.ErrorContains(t, p.Process(ctx, transformertest.StringInput("sentences", 0, "", "x y z")), "count down")
+			require.Len(t, p.Sent(words), 3, "split committed its batch")
+			require.Empty(t, p.Outputs())
+
+			fail = false
+			if retry == "with inputs" {
+				require.NoError(t, p.Process(ctx, transformertest.StringInput("sentences", 0, "", "w")))
+				require.Len(t, p.Sent(words), 4)
+				require.Equal(t, []string{"x", "y", "z", "w"}, seen, "the pending words first")
+			} else {
+				require.NoError(t, p.Process(ctx))
+				require.Equal(t, []string{"x", "y", "z"}, seen)
+			}
+			require.Len(t, p.Outputs(), len(seen), "nothing lost")
+			require.NoError(t, p.Process(ctx))
+			require.Len(t, p.Outputs(), len(seen), "nothing twice")
+		})
+	}
+}
+
+// TestPipelineRoutesByDriverPartition: an output goes to the reading
+// stage at the partition its Driver reports (here an explicit one, not
+// the one murmur2 of its key gives), with its timestamp and headers.
+func TestPipelineRoutesByDriverPartition(t *testing.T) {
+	ts := time.UnixMilli(1_700_000_000_000)
+	hdr := []transformer.Header{{Key: "h", Value: []byte("v")}}
+	send := transformer.Stateless(func(_ context.Context, rec *transformer.Record, out *transformer.Outputs) error {
+		out.SendRecord(transformer.Output{Topic: words, Key: rec.Key, Value: rec.Value, Timestamp: ts, Headers: hdr}.ToPartition(2))
+		return nil
+	})
+	var got []*transformer.Record
+	read := transformer.Stateless(func(_ context.Context, rec *transformer.Record, _ *transformer.Outputs) error {
+		got = append(got, rec)
+		return nil
+	})
+	s, err := transformertest.New(send)
+	require.NoError(t, err)
+	r, err := transformertest.New(read)
+	require.NoError(t, err)
+	p := transformertest.NewPipeline()
+	require.NoError(t, p.Add("send", s, "in"))
+	require.NoError(t, p.Add("read", r, words))
+	p.Partitions(words, 3)
+	key := "a"
+	require.NotEqual(t, int32(2), p.Partition(words, []byte(key)), "the key's own partition is another")
+	require.NoError(t, p.Process(context.Background(), transformertest.StringInput("in", 0, key, "v")))
+	require.Len(t, got, 1)
+	require.Equal(t, int32(2), got[0].Partition)
+	require.True(t, ts.Equal(got[0].Timestamp), "timestamp %v", got[0].Timestamp)
+	require.Equal(t, hdr, got[0].Headers)
+}
+
+// TestPipelinePartitionsDisagree: a Driver whose own partition count of a
+// topic differs from the pipeline's is an error of Process.
+func TestPipelinePartitionsDisagree(t *testing.T) {
+	s, err := transformertest.New(split(), transformertest.OutputPartitions(words, 2))
+	require.NoError(t, err)
+	c, err := transformertest.New(count())
+	require.NoError(t, err)
+	p := transformertest.NewPipeline()
+	require.NoError(t, p.Add("split", s, "sentences"))
+	require.NoError(t, p.Add("count", c, words))
+	p.Partitions(words, 3)
+	err = p.Process(context.Background(), transformertest.StringInput("sentences", 0, "", "a"))
+	require.ErrorContains(t, err, `stage "split"`)
+	require.ErrorContains(t, err, "over 2 partitions, the pipeline over 3")
 }
 
 // A word count as two stages: split re-keys sentences into words through a
