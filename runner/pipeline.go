@@ -44,7 +44,6 @@ type Pipeline struct {
 	stages  []*Runner
 	parts   []repartition
 	started atomic.Bool
-	late    chan error // a declaration after Run, which ends a running Run
 }
 
 // NewPipeline returns an empty pipeline called name (it names the
@@ -58,7 +57,7 @@ type Pipeline struct {
 // is refused by the Add method (flechtwerk.CodeInvalidOption). ApplicationID
 // is the stage's own and may not be given here.
 func NewPipeline(name string, opts ...Opt) (*Pipeline, error) {
-	p := &Pipeline{name: name, opts: opts, late: make(chan error, 1)}
+	p := &Pipeline{name: name, opts: opts}
 	var errs []error
 	if name == "" {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidOption, "NewPipeline", "the pipeline name is empty"))
@@ -216,8 +215,7 @@ func (e *StageError) Unwrap() error { return e.Err }
 // committed. The first stage that fails ends the whole pipeline: the
 // others are stopped gracefully, and Run returns a *StageError naming the
 // failed stage (joined with the errors of other stages that failed while
-// stopping). A Repartition call after Run stops the stages the same way,
-// and Run returns its flechtwerk.CodeInvalidOption error. Every goroutine
+// stopping). Every goroutine
 // Run started has exited when it returns. A second call returns
 // ErrRunTwice, as does a stage's own Run called besides the pipeline's.
 func (p *Pipeline) Run(ctx context.Context) error {
@@ -267,16 +265,6 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if pg != nil {
 		wg.Go(func() { pg.run(runCtx) })
 	}
-	wg.Go(func() {
-		select {
-		case <-runCtx.Done():
-		case err := <-p.late:
-			if p.logger != nil {
-				p.logger.Error("Repartition called after Run; stopping the pipeline", "pipeline", p.name, "err", err)
-			}
-			fail(err)
-		}
-	})
 	for _, r := range p.stages {
 		wg.Go(func() {
 			err := r.Run(runCtx)

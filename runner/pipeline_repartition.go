@@ -64,19 +64,15 @@ type repartition struct {
 // they were sent. Problems of the declaration (an empty name, from or to
 // naming no stage of the pipeline, to not reading the topic, a topic
 // declared twice, counts that depend on each other) are reported by Run
-// before anything starts. Repartition must be called before Run: called
-// after it, it declares nothing, and a Run still running stops its stages
-// and returns a flechtwerk.CodeInvalidOption error.
+// before anything starts. Repartition must be called before Run, like
+// the Add methods: a call after Run started is a programming error and
+// panics with a *flechtwerk.ConfigError (flechtwerk.CodeInvalidOption)
+// naming the topic; the running pipeline is left alone.
 func (p *Pipeline) Repartition(name, from, to string, partitions int32) string {
 	t := RepartitionTopic(to, name)
 	if p.started.Load() {
-		err := flechtwerk.Errorf(flechtwerk.CodeInvalidOption, "Repartition "+t,
-			"pipeline %s: Repartition called after Run; declare repartition topics before Run", p.name)
-		select {
-		case p.late <- err:
-		default:
-		}
-		return t
+		panic(flechtwerk.Errorf(flechtwerk.CodeInvalidOption, "Repartition "+t,
+			"pipeline %s: Repartition called after Run; declare repartition topics before Run", p.name))
 	}
 	p.parts = append(p.parts, repartition{topic: t, name: name, from: from, to: to, partitions: partitions})
 	return t

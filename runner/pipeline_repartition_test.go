@@ -360,8 +360,8 @@ func TestPipelineSizingInputRefused(t *testing.T) {
 }
 
 // TestPipelineDeclarationsAfterRun: a stage added after Run is a coded
-// error, and a Repartition call while Run runs stops the stages and ends
-// Run with a coded error naming the topic.
+// error, and a Repartition call after Run panics with a coded error
+// naming the topic, leaving the running pipeline alone.
 func TestPipelineDeclarationsAfterRun(t *testing.T) {
 	c := kafkatest.New(t)
 	in, out := kafkatest.Name("in"), kafkatest.Name("out")
@@ -376,14 +376,22 @@ func TestPipelineDeclarationsAfterRun(t *testing.T) {
 	require.ErrorIs(t, err, flechtwerk.ErrInvalidOption)
 	require.ErrorContains(t, err, "after Run")
 
-	late := p.Repartition("late", splitApp, countApp, 0)
-	select {
-	case err = <-done:
-		done <- err
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run went on after a Repartition call")
-	}
-	require.ErrorIs(t, err, flechtwerk.ErrInvalidOption)
-	require.ErrorContains(t, err, late)
+	late := runner.RepartitionTopic(countApp, "late")
+	func() {
+		defer func() {
+			r := recover()
+			err, ok := r.(error)
+			require.True(t, ok, "Repartition after Run panics with an error, got %v", r)
+			require.ErrorIs(t, err, flechtwerk.ErrInvalidOption)
+			require.ErrorContains(t, err, late)
+		}()
+		p.Repartition("late", splitApp, countApp, 0)
+	}()
 	require.False(t, topicExists(t, c, late))
+	require.NoError(t, p.Ready(), "the running pipeline is left alone")
+	select {
+	case err := <-done:
+		t.Fatalf("Run ended: %v", err)
+	default:
+	}
 }
