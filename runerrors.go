@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/flechtwerk/flechtwerk/internal/errchain"
 )
 
 // The errors that end a Run. Package runner names them too (as aliases):
@@ -160,8 +162,11 @@ func (e *OutputError) Error() string {
 	return fmt.Sprintf("flechtwerk: %s: output to topic %s: %v", e.Code, e.Topic, e.Err)
 }
 
-// Unwrap returns Err.
-func (e *OutputError) Unwrap() error { return e.Err }
+// Unwrap returns Err without the errors that match ErrInvalidRecord: the
+// output is not the input record, so no invalid-record policy skips or
+// dead-letters the input for it; the codec's other causes stay in the
+// chain.
+func (e *OutputError) Unwrap() error { return errchain.Without(e.Err, ErrInvalidRecord) }
 
 // Is reports whether target is the sentinel of e's Code.
 func (e *OutputError) Is(target error) bool {
