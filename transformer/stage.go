@@ -53,6 +53,10 @@ func (a adapter[S]) Partitioners() map[string]func(key []byte, partitions int32)
 	return a.t.out.partitioners
 }
 
+// ExplicitPartitions reports that the Partition of the stage's outputs
+// says where they go: -1 (the partitioner) unless set by ToPartition.
+func (a adapter[S]) ExplicitPartitions() bool { return true }
+
 // Codecs returns the codecs the stage encodes with: its state codec
 // (stateful stages) and the key and value codecs of its declared outputs,
 // each once. The input codec only decodes and is left out: opening it
