@@ -129,7 +129,8 @@ func (e *OffsetFetchError) Unwrap() error { return e.Err }
 func (e *OffsetFetchError) Is(target error) bool { return target == ErrOffsetFetch }
 
 // OutputError is an output record that could not be produced as asked:
-// its partition is not one of its topic's (CodeOutputPartition), or its
+// its partition is not one of its topic's, or its topic's partitioner
+// panicked (CodeOutputPartition; Err is then the *PanicError), or its
 // typed key or value did not encode (CodeOutputEncode). Nothing is
 // skipped: the record's transform call (for an encode error) or its
 // task's transaction (for a partition) fails, the transaction is aborted,
@@ -147,11 +148,15 @@ type OutputError struct {
 	// Partitions is the topic's partition count (CodeOutputPartition); -1
 	// when Partition is negative (the topic was not looked at).
 	Partitions int32
-	// Err is the codec's error (CodeOutputEncode).
+	// Err is the codec's error (CodeOutputEncode), or the partitioner's
+	// panic (CodeOutputPartition; nil for a partition out of range).
 	Err error
 }
 
 func (e *OutputError) Error() string {
+	if e.Code == CodeOutputPartition && e.Err != nil {
+		return fmt.Sprintf("flechtwerk: %s: output to topic %s: the topic's partitioner failed: %v; transaction aborted", e.Code, e.Topic, e.Err)
+	}
 	if e.Code == CodeOutputPartition && e.Partitions < 0 {
 		return fmt.Sprintf("flechtwerk: %s: output to topic %s partition %d: a partition is never negative", e.Code, e.Topic, e.Partition)
 	}

@@ -315,3 +315,32 @@ func TestOutputPlainProcessorHashesKeys(t *testing.T) {
 	}
 	require.Greater(t, len(parts), 1, "32 keys over 8 partitions")
 }
+
+// TestOutputPartitionerPanics: a PartitionFunc that panics (it runs in
+// the producer's goroutine) does not end the process: the task's
+// transaction aborts and Run ends with a coded error naming the topic
+// whose chain holds the *flechtwerk.PanicError; nothing is visible and no
+// offset was committed.
+func TestOutputPartitionerPanics(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
+	c.CreateTopic(t, in, 1)
+	c.CreateTopic(t, out, 2)
+	c.Produce(t, values(in, 0, "v", 5, 2)...)
+	st := transformer.Stateless(func(_ context.Context, rec *transformer.Record, o *transformer.Outputs) error {
+		o.Send(out, rec.Key, rec.Value)
+		return nil
+	}, transformer.Partitioner(out, func([]byte, int32) int32 { panic("no partition for you") }))
+	rn := start(t, c, st, runner.ApplicationID(app), runner.InputTopics(in))
+	err := rn.wait(t, 60*time.Second)
+	require.ErrorIs(t, err, flechtwerk.ErrOutputPartition)
+	oe, ok := errors.AsType[*flechtwerk.OutputError](err)
+	require.True(t, ok, "%v", err)
+	require.Equal(t, out, oe.Topic)
+	pe, ok := errors.AsType[*flechtwerk.PanicError](err)
+	require.True(t, ok, "%v", err)
+	require.Equal(t, "no partition for you", pe.Value)
+	require.ErrorContains(t, err, "output to topic "+out)
+	require.Empty(t, readStable(t, c, out), "the transaction was aborted")
+	require.Empty(t, c.CommittedOffsets(t, app, in), "no offset committed")
+}

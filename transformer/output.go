@@ -12,7 +12,9 @@ import (
 // PartitionFunc chooses the partition of an output record of a topic from
 // its key and the topic's partition count: a result outside [0,
 // partitions) fails the task's transaction with an *flechtwerk.OutputError
-// (flechtwerk.CodeOutputPartition). It runs concurrently, for every record
+// (flechtwerk.CodeOutputPartition), and so does a panic (recovered: the
+// error's chain holds the *flechtwerk.PanicError). It runs concurrently,
+// on the producer's goroutines, for every record
 // of its topic without an explicit partition (ToPartition), also for those
 // without a key (key nil).
 type PartitionFunc func(key []byte, partitions int32) int32

@@ -451,7 +451,10 @@ func (d *Driver) toOutput(r *kgo.Record) (transformer.Output, error) {
 	switch fn := d.partitioners[r.Topic]; {
 	case p >= 0:
 	case fn != nil:
-		p = fn(r.Key, n)
+		var err error
+		if p, err = partitionOf(fn, r.Key, n); err != nil {
+			return o, &flechtwerk.OutputError{Code: flechtwerk.CodeOutputPartition, Topic: r.Topic, Partition: -1, Partitions: n, Err: err}
+		}
 	case r.Key != nil:
 		p = transformer.Murmur2(r.Key, n)
 	default:
@@ -461,6 +464,17 @@ func (d *Driver) toOutput(r *kgo.Record) (transformer.Output, error) {
 		return o, &flechtwerk.OutputError{Code: flechtwerk.CodeOutputPartition, Topic: r.Topic, Partition: p, Partitions: n}
 	}
 	return o.ToPartition(p), nil
+}
+
+// partitionOf calls a partitioner, recovering a panic into a
+// *flechtwerk.PanicError, as the runtime's producer does.
+func partitionOf(fn func([]byte, int32) int32, key []byte, n int32) (p int32, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = flechtwerk.Recovered(v)
+		}
+	}()
+	return fn(key, n), nil
 }
 
 // TypedOutput is an output of a declared output topic, decoded (Outputs).
