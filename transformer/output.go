@@ -154,7 +154,10 @@ func (t *OutputTopic[K, V]) Topic() string { return t.d.topic }
 // (flechtwerk.CodeOutputEncode) naming the topic, nothing is sent, and the
 // transform call fails with it even when the transform returns nil: an
 // output is never dropped. Sending through an OutputTopic the stage does
-// not list in Produces fails the call too (flechtwerk.CodeInvalidTransformer).
+// not list in Produces (a stage without Produces included, and an
+// Outputs not handed to a transform by a stage) fails the call too
+// (flechtwerk.CodeInvalidTransformer): the topic would not have been
+// checked at start, nor its PartitionBy applied.
 func (t *OutputTopic[K, V]) Send(out Sender, key K, value V) error {
 	o := out.outputs()
 	k, v, err := t.encode(o, key, value)
@@ -181,7 +184,7 @@ func (t *OutputTopic[K, V]) SendRecord(out Sender, rec TypedOutput[K, V]) error 
 // encode checks that o's stage declares t and encodes key and value; an
 // error is also recorded as o's failure.
 func (t *OutputTopic[K, V]) encode(o *Outputs, key K, value V) ([]byte, []byte, error) {
-	if o.decls != nil && !o.declares(&t.d) {
+	if !o.declares(&t.d) {
 		return nil, nil, o.fail(flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "output topic "+t.d.topic,
 			"sent through an OutputTopic the stage does not declare (transformer.Produces)"))
 	}
