@@ -22,9 +22,11 @@ type PartitionFunc func(key []byte, partitions int32) int32
 // Murmur2 is Kafka's default partitioner for records with a key: murmur2 of
 // the key, the sign bit masked, modulo partitions. Outputs of a topic
 // without a PartitionFunc are partitioned so, which keeps them
-// co-partitioned with what Java producers write. (For a nil key it returns
-// 0; the runtime's default sends records without a key to one partition
-// per produce batch instead, as Kafka's producer does.)
+// co-partitioned with what Java producers write. A nil key hashes like
+// an empty one (set as a PartitionFunc, Murmur2 thus sends every record
+// without a key to one partition); the default partitioning does not
+// call it for them: it sends records without a key to one partition per
+// produce batch (franz-go's sticky partitioner), as Kafka's producer does.
 func Murmur2(key []byte, partitions int32) int32 {
 	return int32(murmur2(key)&0x7fffffff) % partitions
 }

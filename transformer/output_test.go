@@ -285,6 +285,14 @@ func flatten(err error) []*flechtwerk.ConfigError {
 
 // Murmur2 partitions exactly like franz-go's Kafka-compatible default
 // (itself checked against Kafka's DefaultPartitioner).
+// A nil key hashes like an empty one (what Murmur2's doc says).
+func TestMurmur2NilKey(t *testing.T) {
+	for _, n := range []int32{1, 3, 7, 64} {
+		require.Equal(t, transformer.Murmur2([]byte{}, n), transformer.Murmur2(nil, n))
+	}
+	require.NotZero(t, transformer.Murmur2(nil, 64), "not 0, as the doc said before")
+}
+
 func TestMurmur2MatchesKafka(t *testing.T) {
 	kafka := kgo.StickyKeyPartitioner(nil).ForTopic("t")
 	for i := range 2000 {
