@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/flechtwerk/flechtwerk/internal/errchain"
 )
 
 // The errors that end a Run. Package runner names them too (as aliases):
@@ -127,7 +129,8 @@ func (e *OffsetFetchError) Unwrap() error { return e.Err }
 func (e *OffsetFetchError) Is(target error) bool { return target == ErrOffsetFetch }
 
 // OutputError is an output record that could not be produced as asked:
-// its partition is not one of its topic's (CodeOutputPartition), or its
+// its partition is not one of its topic's, or its topic's partitioner
+// panicked (CodeOutputPartition; Err is then the *PanicError), or its
 // typed key or value did not encode (CodeOutputEncode). Nothing is
 // skipped: the record's transform call (for an encode error) or its
 // task's transaction (for a partition) fails, the transaction is aborted,
@@ -145,11 +148,15 @@ type OutputError struct {
 	// Partitions is the topic's partition count (CodeOutputPartition); -1
 	// when Partition is negative (the topic was not looked at).
 	Partitions int32
-	// Err is the codec's error (CodeOutputEncode).
+	// Err is the codec's error (CodeOutputEncode), or the partitioner's
+	// panic (CodeOutputPartition; nil for a partition out of range).
 	Err error
 }
 
 func (e *OutputError) Error() string {
+	if e.Code == CodeOutputPartition && e.Err != nil {
+		return fmt.Sprintf("flechtwerk: %s: output to topic %s: the topic's partitioner failed: %v; transaction aborted", e.Code, e.Topic, e.Err)
+	}
 	if e.Code == CodeOutputPartition && e.Partitions < 0 {
 		return fmt.Sprintf("flechtwerk: %s: output to topic %s partition %d: a partition is never negative", e.Code, e.Topic, e.Partition)
 	}
@@ -160,8 +167,11 @@ func (e *OutputError) Error() string {
 	return fmt.Sprintf("flechtwerk: %s: output to topic %s: %v", e.Code, e.Topic, e.Err)
 }
 
-// Unwrap returns Err.
-func (e *OutputError) Unwrap() error { return e.Err }
+// Unwrap returns Err without the errors that match ErrInvalidRecord: the
+// output is not the input record, so no invalid-record policy skips or
+// dead-letters the input for it; the codec's other causes stay in the
+// chain.
+func (e *OutputError) Unwrap() error { return errchain.Without(e.Err, ErrInvalidRecord) }
 
 // Is reports whether target is the sentinel of e's Code.
 func (e *OutputError) Is(target error) bool {

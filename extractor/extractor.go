@@ -15,8 +15,13 @@ import (
 )
 
 // Output is one record to produce in a page's transaction. It goes to the
-// partition chosen by hashing Key with Kafka's default (murmur2)
-// partitioner.
+// partition set by ToPartition, else to the one chosen by hashing Key with
+// Kafka's default (murmur2) partitioner (records without a key stick to
+// a partition per produce batch). A partition its topic does not have
+// fails the page's transaction with an *flechtwerk.OutputError
+// (flechtwerk.CodeOutputPartition): nothing of the page is visible, its
+// cursor did not move, and the poll fails with it. Its Timestamp is the
+// record's (the zero time: the produce time).
 type Output = transformer.Output
 
 // Header is a Kafka record header (the same type as flechtwerk.Header).
@@ -67,12 +72,21 @@ type Emitter[S any] struct {
 
 // Send adds a record to the open page, partitioned by key.
 func (e *Emitter[S]) Send(topic string, key, value []byte) {
-	e.p.Add(&kgo.Record{Topic: topic, Key: key, Value: value})
+	e.p.Add(&kgo.Record{Topic: topic, Partition: -1, Key: key, Value: value})
 }
 
-// SendRecord adds a fully specified record to the open page.
+// SendRecord adds a fully specified record to the open page (see Output
+// for its partition and timestamp). A negative ToPartition fails the
+// poll with an *flechtwerk.OutputError and adds nothing.
 func (e *Emitter[S]) SendRecord(o Output) {
-	r := &kgo.Record{Topic: o.Topic, Key: o.Key, Value: o.Value}
+	r := &kgo.Record{Topic: o.Topic, Partition: -1, Key: o.Key, Value: o.Value, Timestamp: o.Timestamp}
+	if p, ok := o.Partition(); ok {
+		if p < 0 {
+			e.p.Fail(&flechtwerk.OutputError{Code: flechtwerk.CodeOutputPartition, Topic: o.Topic, Partition: p, Partitions: -1})
+			return
+		}
+		r.Partition = p
+	}
 	if len(o.Headers) > 0 {
 		r.Headers = make([]kgo.RecordHeader, len(o.Headers))
 		for i, h := range o.Headers {

@@ -15,6 +15,8 @@ import (
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/runner"
+	"github.com/flechtwerk/flechtwerk/task"
+	"github.com/flechtwerk/flechtwerk/task/process"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -255,4 +257,90 @@ func TestOutputCodecLifecycle(t *testing.T) {
 			require.False(t, codec.encodedOutside, "encoded outside Open..Close")
 		})
 	}
+}
+
+// plainProcessor is a process.Processor of its own (no transformer stage):
+// it forwards each record to out as &kgo.Record{Topic, Key, Value}, whose
+// Partition is the zero value 0.
+type plainProcessor struct{ out string }
+
+func (plainProcessor) Validate() error { return nil }
+func (plainProcessor) Stateful() bool  { return false }
+func (plainProcessor) Prepare(r *kgo.Record) (process.Input, error) {
+	return process.Input{Record: r, Key: r.Key}, nil
+}
+func (p plainProcessor) Process(_ context.Context, in process.Input, _ []byte, _ bool) (process.Result, error) {
+	return process.Result{Outputs: []*kgo.Record{{Topic: p.out, Key: in.Record.Key, Value: in.Record.Value}}}, nil
+}
+
+// TestOutputPlainProcessorHashesKeys: the outputs of a Processor that sets
+// no partition go to the murmur2 partition of their key, as Kafka's
+// default partitioner places them, not all to partition 0.
+func TestOutputPlainProcessorHashesKeys(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
+	c.CreateTopic(t, in, 1)
+	c.CreateTopic(t, out, 8)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	details, err := c.Adm.ListTopics(ctx, in)
+	require.NoError(t, err)
+	inputs := values(in, 0, "v", 32, 32)
+	c.Produce(t, inputs...)
+	member := c.JoinGroup(t, app, in)
+
+	tk, err := task.Start(ctx, task.Config{
+		ApplicationID:      app,
+		Partition:          0,
+		InputTopics:        []string{in},
+		TopicIDs:           map[string][16]byte{in: details[in].ID},
+		StateDir:           t.TempDir(),
+		TransactionTimeout: 30 * time.Second,
+		KafkaOpts:          []kgo.Opt{kgo.SeedBrokers(c.Brokers...)},
+		Member:             member.Identity,
+	}, plainProcessor{out: out})
+	require.NoError(t, err)
+	t.Cleanup(func() { tk.Close() })
+	require.NoError(t, tk.Restore(ctx, c.Adm))
+	b, err := tk.Process(ctx, inputs, make(chan struct{}, 4))
+	require.NoError(t, err)
+	require.NoError(t, tk.Commit(ctx, b))
+
+	outs := readStable(t, c, out)
+	require.Len(t, outs, len(inputs))
+	parts := map[int32]bool{}
+	for _, o := range outs {
+		require.Equal(t, transformer.Murmur2(o.Key, 8), o.Partition, "key %s", o.Key)
+		parts[o.Partition] = true
+	}
+	require.Greater(t, len(parts), 1, "32 keys over 8 partitions")
+}
+
+// TestOutputPartitionerPanics: a PartitionFunc that panics (it runs in
+// the producer's goroutine) does not end the process: the task's
+// transaction aborts and Run ends with a coded error naming the topic
+// whose chain holds the *flechtwerk.PanicError; nothing is visible and no
+// offset was committed.
+func TestOutputPartitionerPanics(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
+	c.CreateTopic(t, in, 1)
+	c.CreateTopic(t, out, 2)
+	c.Produce(t, values(in, 0, "v", 5, 2)...)
+	st := transformer.Stateless(func(_ context.Context, rec *transformer.Record, o *transformer.Outputs) error {
+		o.Send(out, rec.Key, rec.Value)
+		return nil
+	}, transformer.Partitioner(out, func([]byte, int32) int32 { panic("no partition for you") }))
+	rn := start(t, c, st, runner.ApplicationID(app), runner.InputTopics(in))
+	err := rn.wait(t, 60*time.Second)
+	require.ErrorIs(t, err, flechtwerk.ErrOutputPartition)
+	oe, ok := errors.AsType[*flechtwerk.OutputError](err)
+	require.True(t, ok, "%v", err)
+	require.Equal(t, out, oe.Topic)
+	pe, ok := errors.AsType[*flechtwerk.PanicError](err)
+	require.True(t, ok, "%v", err)
+	require.Equal(t, "no partition for you", pe.Value)
+	require.ErrorContains(t, err, "output to topic "+out)
+	require.Empty(t, readStable(t, c, out), "the transaction was aborted")
+	require.Empty(t, c.CommittedOffsets(t, app, in), "no offset committed")
 }

@@ -35,8 +35,14 @@ type Message struct {
 type Config[C any] = configtopic.Entry[C]
 
 // Output is the record a relay makes of a message. It goes to the
-// partition chosen by hashing Key with Kafka's default (murmur2)
-// partitioner.
+// partition set by ToPartition, else to the one chosen by hashing Key with
+// Kafka's default (murmur2) partitioner (records without a key stick to
+// a partition per produce batch). A partition its topic does not have
+// fails the batch's transaction with an *flechtwerk.OutputError
+// (flechtwerk.CodeOutputPartition): Run ends and nothing of the batch is
+// acknowledged, so the broker delivers it again; a negative one is a
+// defect of the relay (see Relay). Its Timestamp is the record's (the
+// zero time: the produce time).
 type Output = transformer.Output
 
 // Header is a Kafka record header (the same type as flechtwerk.Header).
@@ -201,7 +207,13 @@ func (v engineView[C]) Relay(e configtopic.Entry[any], m bridge.Message) (rec *k
 	if out.Topic == "" {
 		return nil, &bridge.DefectError{Err: fmt.Errorf("the relay returned a record without a topic")}
 	}
-	rec = &kgo.Record{Topic: out.Topic, Key: out.Key, Value: out.Value}
+	rec = &kgo.Record{Topic: out.Topic, Partition: -1, Key: out.Key, Value: out.Value, Timestamp: out.Timestamp}
+	if p, ok := out.Partition(); ok {
+		if p < 0 {
+			return nil, &bridge.DefectError{Err: &flechtwerk.OutputError{Code: flechtwerk.CodeOutputPartition, Topic: out.Topic, Partition: p, Partitions: -1}}
+		}
+		rec.Partition = p
+	}
 	if len(out.Headers) > 0 {
 		rec.Headers = make([]kgo.RecordHeader, len(out.Headers))
 		for i, h := range out.Headers {

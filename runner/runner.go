@@ -189,8 +189,10 @@ func (r *Runner) Changelog() string { return r.cfg.Changelog() }
 // flechtwerk.Lifecycle, Run opens it before anything is consumed or polled
 // (an error is an *OpenError and ends Run at once) and closes it after
 // everything Run started has stopped, joining Close's error into Run's;
-// so it does with every codec of a transformer (state, input, declared
-// outputs) that implements flechtwerk.Lifecycle, after the stage's value.
+// so it does with the codecs a transformer encodes with (its state codec
+// and its declared outputs' key and value codecs; not the input codec,
+// which only decodes) that implement flechtwerk.Lifecycle, after the
+// stage's value.
 // Close is not called when Run ends with a *BatchTimeoutError: a transform
 // that ignored its ctx may still be running and using what Close would
 // release.

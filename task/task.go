@@ -99,9 +99,12 @@ func Start(ctx context.Context, cfg Config, proc process.Processor) (*Task, erro
 	// it (20ms) after every caller option, so it holds for every task
 	// producer.
 	opts := append([]kgo.Opt{kgo.ProducerLinger(0)}, cfg.KafkaOpts...)
-	// Outputs with a partition (0 or more) go to it; the others (-1) to
-	// their topic's partitioner.
-	rt := txn.Routing{Changelog: cfg.Changelog, Explicit: true}
+	rt := txn.Routing{Changelog: cfg.Changelog}
+	if ep, ok := proc.(explicit); ok && ep.ExplicitPartitions() {
+		// Its outputs with a partition (0 or more) go to it; the
+		// others (-1) to their topic's partitioner.
+		rt.Explicit = true
+	}
 	if pp, ok := proc.(partitioned); ok {
 		rt.ByTopic = pp.Partitioners()
 	}
@@ -124,6 +127,13 @@ func Start(ctx context.Context, cfg Config, proc process.Processor) (*Task, erro
 // their own (a transformer stage's Partitioner options), by topic.
 type partitioned interface {
 	Partitioners() map[string]func(key []byte, partitions int32) int32
+}
+
+// explicit is a Processor whose outputs' Partition says where they go
+// (a transformer stage): -1 for the partitioner, 0 or more for that
+// partition. Other processors' outputs are all partitioned.
+type explicit interface {
+	ExplicitPartitions() bool
 }
 
 // Partition returns the task's partition number.

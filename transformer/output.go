@@ -12,7 +12,9 @@ import (
 // PartitionFunc chooses the partition of an output record of a topic from
 // its key and the topic's partition count: a result outside [0,
 // partitions) fails the task's transaction with an *flechtwerk.OutputError
-// (flechtwerk.CodeOutputPartition). It runs concurrently, for every record
+// (flechtwerk.CodeOutputPartition), and so does a panic (recovered: the
+// error's chain holds the *flechtwerk.PanicError). It runs concurrently,
+// on the producer's goroutines, for every record
 // of its topic without an explicit partition (ToPartition), also for those
 // without a key (key nil).
 type PartitionFunc func(key []byte, partitions int32) int32
@@ -20,9 +22,11 @@ type PartitionFunc func(key []byte, partitions int32) int32
 // Murmur2 is Kafka's default partitioner for records with a key: murmur2 of
 // the key, the sign bit masked, modulo partitions. Outputs of a topic
 // without a PartitionFunc are partitioned so, which keeps them
-// co-partitioned with what Java producers write. (For a nil key it returns
-// 0; the runtime's default sends records without a key to one partition
-// per produce batch instead, as Kafka's producer does.)
+// co-partitioned with what Java producers write. A nil key hashes like
+// an empty one (set as a PartitionFunc, Murmur2 thus sends every record
+// without a key to one partition); the default partitioning does not
+// call it for them: it sends records without a key to one partition per
+// produce batch (franz-go's sticky partitioner), as Kafka's producer does.
 func Murmur2(key []byte, partitions int32) int32 {
 	return int32(murmur2(key)&0x7fffffff) % partitions
 }
@@ -152,7 +156,10 @@ func (t *OutputTopic[K, V]) Topic() string { return t.d.topic }
 // (flechtwerk.CodeOutputEncode) naming the topic, nothing is sent, and the
 // transform call fails with it even when the transform returns nil: an
 // output is never dropped. Sending through an OutputTopic the stage does
-// not list in Produces fails the call too (flechtwerk.CodeInvalidTransformer).
+// not list in Produces (a stage without Produces included, and an
+// Outputs not handed to a transform by a stage) fails the call too
+// (flechtwerk.CodeInvalidTransformer): the topic would not have been
+// checked at start, nor its PartitionBy applied.
 func (t *OutputTopic[K, V]) Send(out Sender, key K, value V) error {
 	o := out.outputs()
 	k, v, err := t.encode(o, key, value)
@@ -179,7 +186,7 @@ func (t *OutputTopic[K, V]) SendRecord(out Sender, rec TypedOutput[K, V]) error 
 // encode checks that o's stage declares t and encodes key and value; an
 // error is also recorded as o's failure.
 func (t *OutputTopic[K, V]) encode(o *Outputs, key K, value V) ([]byte, []byte, error) {
-	if o.decls != nil && !o.declares(&t.d) {
+	if !o.declares(&t.d) {
 		return nil, nil, o.fail(flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "output topic "+t.d.topic,
 			"sent through an OutputTopic the stage does not declare (transformer.Produces)"))
 	}

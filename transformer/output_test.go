@@ -182,6 +182,35 @@ func TestTypedOutputs(t *testing.T) {
 	}
 }
 
+// A stage that declares no output (no Produces) cannot send through an
+// OutputTopic either: the call fails, whether or not the transform
+// returns Send's error, and nothing is sent.
+func TestUndeclaredOutputTopicWithoutDeclarations(t *testing.T) {
+	counts := transformer.DeclareOutput("counts", transformer.String(), transformer.JSON[int]())
+	for _, returned := range []bool{false, true} {
+		stateless := transformer.Stateless(func(_ context.Context, _ *transformer.Record, o *transformer.Outputs) error {
+			err := counts.Send(o, "a", 1)
+			if returned {
+				return err
+			}
+			return nil
+		})
+		stateful := transformer.New(func(_ context.Context, _ *transformer.Record, _ int, e *transformer.Emitter[int]) error {
+			err := counts.SendRecord(e, transformer.TypedOutput[string, int]{Key: "a", Value: 1})
+			if returned {
+				return err
+			}
+			return nil
+		})
+		for _, st := range []any{stateless, stateful} {
+			res, err := process(t, st, kgoRecord("k", "v"))
+			require.ErrorIs(t, err, flechtwerk.ErrInvalidTransformer, "returned %v", returned)
+			require.ErrorContains(t, err, "output topic counts")
+			require.Empty(t, res.Outputs)
+		}
+	}
+}
+
 // A typed output can be sent through an *Emitter directly.
 func TestTypedOutputThroughEmitter(t *testing.T) {
 	counts := transformer.DeclareOutput("counts", transformer.String(), transformer.JSON[int]())
@@ -256,6 +285,14 @@ func flatten(err error) []*flechtwerk.ConfigError {
 
 // Murmur2 partitions exactly like franz-go's Kafka-compatible default
 // (itself checked against Kafka's DefaultPartitioner).
+// A nil key hashes like an empty one (what Murmur2's doc says).
+func TestMurmur2NilKey(t *testing.T) {
+	for _, n := range []int32{1, 3, 7, 64} {
+		require.Equal(t, transformer.Murmur2([]byte{}, n), transformer.Murmur2(nil, n))
+	}
+	require.NotZero(t, transformer.Murmur2(nil, 64), "not 0, as the doc said before")
+}
+
 func TestMurmur2MatchesKafka(t *testing.T) {
 	kafka := kgo.StickyKeyPartitioner(nil).ForTopic("t")
 	for i := range 2000 {

@@ -2,7 +2,6 @@ package transformer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/internal/errchain"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 )
 
@@ -52,6 +52,10 @@ func (a adapter[S]) Outputs() []stage.OutputSpec { return a.t.out.specs() }
 func (a adapter[S]) Partitioners() map[string]func(key []byte, partitions int32) int32 {
 	return a.t.out.partitioners
 }
+
+// ExplicitPartitions reports that the Partition of the stage's outputs
+// says where they go: -1 (the partitioner) unless set by ToPartition.
+func (a adapter[S]) ExplicitPartitions() bool { return true }
 
 // Codecs returns the codecs the stage encodes with: its state codec
 // (stateful stages) and the key and value codecs of its declared outputs,
@@ -140,7 +144,7 @@ func (a adapter[S]) stateful(in stage.Input, state []byte, found bool, call func
 	if found {
 		var err error
 		if s, err = t.codec.Decode(state); err != nil {
-			return stage.Result{}, &stateDecodeError{key: in.Key, err: err}
+			return stage.Result{}, &stateCodecError{op: "decoding", key: in.Key, err: err}
 		}
 	}
 	e := Emitter[S]{had: found}
@@ -156,7 +160,7 @@ func (a adapter[S]) stateful(in stage.Input, state []byte, found bool, call func
 	if e.op == stage.Put {
 		b, err := t.codec.Encode(e.state)
 		if err != nil {
-			return stage.Result{}, fmt.Errorf("transformer: encoding state of key %q: %w", in.Key, err)
+			return stage.Result{}, &stateCodecError{op: "encoding", key: in.Key, err: err}
 		}
 		if b == nil {
 			b = []byte{} // nil is a tombstone on the changelog; keep puts distinct
@@ -241,23 +245,20 @@ func toKgo(outs []Output, in *kgo.Record, inputHeaders bool) ([]*kgo.Record, err
 	return rs, nil
 }
 
-// stateDecodeError is a state that did not decode. The bytes are the
-// store's, not the input record's: a codec error matching
+// stateCodecError is a state that did not decode or encode. The bytes
+// are the store's, not the input record's: a codec error matching
 // ErrInvalidRecord (a wire-format error) is not passed on, so that no
-// policy skips the record; the call fails and the transaction aborts.
-type stateDecodeError struct {
+// policy skips or dead-letters the record; the call fails and the
+// transaction aborts. The codec's other causes stay in the chain.
+type stateCodecError struct {
+	op  string // "decoding" or "encoding"
 	key []byte
 	err error
 }
 
-func (e *stateDecodeError) Error() string {
-	return fmt.Sprintf("transformer: decoding state of key %q: %v", e.key, e.err)
+func (e *stateCodecError) Error() string {
+	return fmt.Sprintf("transformer: %s state of key %q: %v", e.op, e.key, e.err)
 }
 
-// Unwrap returns the codec's error unless it marks an invalid record.
-func (e *stateDecodeError) Unwrap() error {
-	if errors.Is(e.err, ErrInvalidRecord) {
-		return nil
-	}
-	return e.err
-}
+// Unwrap returns the codec's error without what marks an invalid record.
+func (e *stateCodecError) Unwrap() error { return errchain.Without(e.err, ErrInvalidRecord) }

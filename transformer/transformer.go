@@ -58,7 +58,7 @@ func (o Output) Partition() (p int32, ok bool) { return o.partition, o.hasPartit
 type Outputs struct {
 	outs  []Output
 	err   error       // the first failed typed send: fails the call
-	decls []*declared // the stage's declarations; nil: not checked
+	decls []*declared // the stage's declarations: typed sends go only through these
 	// buf backs outs for the first outputs of a call the runtime makes
 	// (most send one or two): no allocation of their own.
 	buf [2]Output

@@ -43,6 +43,12 @@
 // declared output topic (transformer.DeclareOutput) to typed keys and
 // values.
 //
+// Codecs the stage encodes with (state, declared outputs) that implement
+// flechtwerk.Lifecycle, such as schema-registry codecs, are opened by the
+// first Process and closed by Driver.Close, as Run opens and closes them;
+// call Close when the test ends (t.Cleanup). The transformer's own value
+// is not opened.
+//
 // One difference from the runtime remains: a failed batch leaves every
 // partition unchanged, whereas in the runtime the tasks of one poll commit
 // independently, so partitions without an error may have committed before

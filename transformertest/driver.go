@@ -125,6 +125,12 @@ type Driver struct {
 	state    map[int32]map[string][]byte
 	outputs  []transformer.Output
 	batches  []*Batch
+
+	// codecs are the stage's codecs that implement flechtwerk.Lifecycle
+	// (state, declared outputs); opened once opened, none after closed.
+	codecs []flechtwerk.Lifecycle
+	opened []flechtwerk.Lifecycle
+	closed bool
 }
 
 // Stage is what a Driver runs: a *transformer.Stage (built with
@@ -182,11 +188,20 @@ func New(t Stage, opts ...Opt) (*Driver, error) {
 		}
 		partitioners = o.Partitioners()
 	}
+	var codecs []flechtwerk.Lifecycle
+	if o, ok := tr.(stage.Outputs); ok {
+		for _, c := range o.Codecs() {
+			if l, ok := c.(flechtwerk.Lifecycle); ok {
+				codecs = append(codecs, l)
+			}
+		}
+	}
 	maps.Copy(parts, c.partitions)
 	d := &Driver{
 		parts:        parts,
 		own:          maps.Clone(parts),
 		partitioners: partitioners,
+		codecs:       codecs,
 		user:         t,
 		tr:           tr,
 		stateful:     tr.Stateful(),
@@ -219,9 +234,23 @@ func New(t Stage, opts ...Opt) (*Driver, error) {
 // (OutputPartitions). A partition out of range fails the batch with an
 // *flechtwerk.OutputError and changes nothing, as it aborts the runtime's
 // transaction.
+//
+// The first Process opens the codecs the stage encodes with (its state
+// codec, its declared outputs' key and value codecs) that implement
+// flechtwerk.Lifecycle, as Run opens them before the first record, with
+// ctx: an Open that fails (or panics) is returned as an error matching
+// flechtwerk.ErrStageOpen naming the codec, the codecs opened before it
+// are closed again, and the next Process tries again. Close closes them.
+// Process after Close is an error.
 func (d *Driver) Process(ctx context.Context, in ...Input) (*Batch, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		return nil, errors.New("transformertest: Process after Close")
+	}
+	if err := d.open(ctx); err != nil {
+		return nil, err
+	}
 	if len(in) == 0 {
 		return &Batch{Offsets: map[string]map[int32]int64{}}, nil // an empty poll commits nothing
 	}
@@ -453,7 +482,10 @@ func (d *Driver) toOutput(r *kgo.Record) (transformer.Output, error) {
 	switch fn := d.partitioners[r.Topic]; {
 	case p >= 0:
 	case fn != nil:
-		p = fn(r.Key, n)
+		var err error
+		if p, err = partitionOf(fn, r.Key, n); err != nil {
+			return o, &flechtwerk.OutputError{Code: flechtwerk.CodeOutputPartition, Topic: r.Topic, Partition: -1, Partitions: n, Err: err}
+		}
 	case r.Key != nil:
 		p = transformer.Murmur2(r.Key, n)
 	default:
@@ -463,6 +495,74 @@ func (d *Driver) toOutput(r *kgo.Record) (transformer.Output, error) {
 		return o, &flechtwerk.OutputError{Code: flechtwerk.CodeOutputPartition, Topic: r.Topic, Partition: p, Partitions: n}
 	}
 	return o.ToPartition(p), nil
+}
+
+// open opens the codecs once (see Process); d.mu is held.
+func (d *Driver) open(ctx context.Context) error {
+	if len(d.opened) == len(d.codecs) {
+		return nil
+	}
+	for _, l := range d.codecs {
+		if err := call(func() error { return l.Open(ctx) }); err != nil {
+			err = fmt.Errorf("transformertest: %w: opening codec %T: %w", flechtwerk.ErrStageOpen, l, err)
+			if cerr := d.closeOpened(context.WithoutCancel(ctx)); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+			return err
+		}
+		d.opened = append(d.opened, l)
+	}
+	return nil
+}
+
+// closeOpened closes the opened codecs in reverse order and joins their
+// errors; d.mu is held.
+func (d *Driver) closeOpened(ctx context.Context) error {
+	var errs []error
+	for i := len(d.opened) - 1; i >= 0; i-- {
+		l := d.opened[i]
+		if err := call(func() error { return l.Close(ctx) }); err != nil {
+			errs = append(errs, fmt.Errorf("transformertest: closing codec %T: %w", l, err))
+		}
+	}
+	d.opened = nil
+	return errors.Join(errs...)
+}
+
+// Close closes the codecs the first Process opened (see Process), in
+// reverse order, as Run closes them after the last record, and returns
+// their errors joined. The Driver's committed outputs and state stay
+// readable; Process fails from now on. A second Close is a no-op. In a
+// test: t.Cleanup(func() { require.NoError(t, d.Close(context.Background())) }).
+func (d *Driver) Close(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	return d.closeOpened(ctx)
+}
+
+// call runs fn, recovering a panic into a *flechtwerk.PanicError.
+func call(fn func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = flechtwerk.Recovered(v)
+		}
+	}()
+	return fn()
+}
+
+// partitionOf calls a partitioner, recovering a panic into a
+// *flechtwerk.PanicError, as the runtime's producer does.
+func partitionOf(fn func([]byte, int32) int32, key []byte, n int32) (p int32, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = flechtwerk.Recovered(v)
+		}
+	}()
+	return fn(key, n), nil
 }
 
 // TypedOutput is an output of a declared output topic, decoded (Outputs).

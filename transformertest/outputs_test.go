@@ -126,3 +126,20 @@ func TestDriverTypedOutputsDecodeError(t *testing.T) {
 	require.ErrorContains(t, err, "output 0")
 	require.ErrorContains(t, err, "decoding value of topic n")
 }
+
+// A panicking partitioner fails the batch with a coded error naming the
+// topic, as it aborts the runtime's transaction, and changes nothing.
+func TestDriverOutputPartitionerPanics(t *testing.T) {
+	st := transformer.Stateless(func(_ context.Context, rec *transformer.Record, o *transformer.Outputs) error {
+		o.Send("out", rec.Key, rec.Value)
+		return nil
+	}, transformer.Partitioner("out", func([]byte, int32) int32 { panic("boom") }))
+	d, err := transformertest.New(st)
+	require.NoError(t, err)
+	_, err = d.Process(context.Background(), transformertest.StringInput("in", 0, "k", "v"))
+	require.ErrorIs(t, err, flechtwerk.ErrOutputPartition)
+	var pe *flechtwerk.PanicError
+	require.ErrorAs(t, err, &pe)
+	require.ErrorContains(t, err, "output to topic out")
+	require.Empty(t, d.Outputs())
+}

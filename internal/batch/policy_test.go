@@ -3,6 +3,8 @@ package batch_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -78,4 +80,62 @@ func TestSubstituteNeverSubstitutesAKey(t *testing.T) {
 	require.Equal(t, int64(4), ie.Offset)
 	require.Contains(t, err.Error(), "a key is never substituted")
 	require.Equal(t, int64(1), pol.Substituted.Load())
+}
+
+// wireErr is a codec error that marks its bytes as invalid (as a
+// wire-format error of a schema-registry codec does).
+var wireErr = fmt.Errorf("no schema: %w: %w", transformer.ErrInvalidRecord, io.ErrUnexpectedEOF)
+
+type failEncode struct{}
+
+func (failEncode) Encode(string) ([]byte, error)   { return nil, wireErr }
+func (failEncode) Decode(b []byte) (string, error) { return string(b), nil }
+
+// A codec's error that matches ErrInvalidRecord while encoding an output
+// or the state is not an invalid input record: no policy skips or
+// dead-letters the input; the batch fails and nothing is produced.
+func TestEncodeErrorsAreNeverInvalidRecords(t *testing.T) {
+	out := transformer.DeclareOutput("out", transformer.Bytes(), transformer.Codec[string](failEncode{}))
+	outputs := map[string]func(*testing.T) stage.Transformer{
+		"output (error returned)": func(t *testing.T) stage.Transformer {
+			return stageOf(t, transformer.Stateless(func(_ context.Context, r *transformer.Record, o *transformer.Outputs) error {
+				return out.Send(o, r.Key, "v")
+			}, transformer.Produces(out)))
+		},
+		"output (error dropped)": func(t *testing.T) stage.Transformer {
+			return stageOf(t, transformer.Stateless(func(_ context.Context, r *transformer.Record, o *transformer.Outputs) error {
+				_ = out.Send(o, r.Key, "v")
+				return nil
+			}, transformer.Produces(out)))
+		},
+		"state": func(t *testing.T) stage.Transformer {
+			return stageOf(t, transformer.New(func(_ context.Context, r *transformer.Record, s string, e *transformer.Emitter[string]) error {
+				e.SetState("s")
+				return nil
+			}, transformer.StateCodec(transformer.Codec[string](failEncode{}))))
+		},
+	}
+	for name, mk := range outputs {
+		for _, pol := range []*batch.Policy{{Mode: batch.Skip}, {Mode: batch.DeadLetter, DeadLetterTopic: "dlq"}} {
+			t.Run(name+"/"+pol.Mode.String(), func(t *testing.T) {
+				res, err := batch.Run(context.Background(), batch.Params{
+					Transformer: mk(t), Policy: pol, Partition: 2, Sem: make(chan struct{}, 2), Name: "task 2",
+					State: func([]byte) ([]byte, bool, error) { return nil, false, nil },
+				}, []*kgo.Record{rec("a", 3, "x", "1")})
+				require.Error(t, err)
+				require.Nil(t, res)
+				require.False(t, errors.Is(err, transformer.ErrInvalidRecord), "%v", err)
+				require.ErrorIs(t, err, io.ErrUnexpectedEOF, "the codec's other causes stay")
+				require.Contains(t, err.Error(), "no schema")
+				require.Zero(t, pol.Skipped.Load())
+				require.Zero(t, pol.DeadLettered.Load())
+			})
+		}
+	}
+}
+
+func stageOf(t *testing.T, tr any) stage.Transformer {
+	s, ok := stage.TransformerOf(tr)
+	require.True(t, ok)
+	return s
 }

@@ -29,7 +29,8 @@ type Extractor interface {
 type Page interface {
 	// Key is the config key of the poll.
 	Key() []byte
-	// Add adds a record to the open page.
+	// Add adds a record to the open page: its Partition is -1 for the
+	// partitioner, else the partition it goes to.
 	Add(r *kgo.Record)
 	// Pending returns how many records the open page holds.
 	Pending() int

@@ -40,8 +40,9 @@ type OutputSpec struct {
 
 // Outputs is implemented by the view of a transformer stage: its declared
 // output topics, the partitioners of its output topics (by topic), and
-// the codecs it holds (state, input, declared keys and values; the
-// runner opens those that implement flechtwerk.Lifecycle).
+// the codecs it encodes with (state, declared keys and values; not the
+// input codec, which only decodes; the runner opens those that implement
+// flechtwerk.Lifecycle).
 type Outputs interface {
 	Outputs() []OutputSpec
 	Partitioners() map[string]func(key []byte, partitions int32) int32

@@ -25,12 +25,12 @@ type Routing struct {
 }
 
 // router is the kgo.Partitioner of a Routing. A record whose partition is
-// out of its topic's range is failed by kgo; the router remembers it in
-// bad (with the topic's partition count) so that the transaction's error
-// is an *flechtwerk.OutputError.
+// out of its topic's range, or whose topic's partitioner panicked, is
+// failed by kgo; the router remembers it in bad (a failure) so that the
+// transaction's error is an *flechtwerk.OutputError.
 type router struct {
 	rt  Routing
-	bad *sync.Map // *kgo.Record -> int32 (partitions)
+	bad *sync.Map // *kgo.Record -> failure
 }
 
 func (r router) ForTopic(topic string) kgo.TopicPartitioner {
@@ -89,24 +89,51 @@ func (t *topicRouter) Partition(r *kgo.Record, n int) int {
 	case explicit:
 		p = r.Partition
 	case t.fn != nil:
-		p = t.fn(r.Key, int32(n))
+		var perr error
+		p, perr = partition(t.fn, r.Key, int32(n))
+		if perr != nil {
+			// kgo fails the record for the partition out of range;
+			// the transaction's error is the panic's.
+			r.Partition = -1
+			t.bad.Store(r, failure{partitions: int32(n), err: perr})
+			return -1
+		}
 		r.Partition = p // named by the error when out of range
 	default:
 		return t.hashed.Partition(r, n)
 	}
 	if p < 0 || int(p) >= n {
-		t.bad.Store(r, int32(n))
+		t.bad.Store(r, failure{partitions: int32(n)})
 	}
 	return int(p)
+}
+
+// failure is why the router failed a record: its partition is out of
+// the topic's partitions, or the topic's partitioner panicked (err).
+type failure struct {
+	partitions int32
+	err        error
+}
+
+// partition calls fn, recovering a panic into a *flechtwerk.PanicError:
+// it runs on kgo's goroutine, where a panic would end the process.
+func partition(fn func([]byte, int32) int32, key []byte, n int32) (p int32, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = flechtwerk.Recovered(v)
+		}
+	}()
+	return fn(key, n), nil
 }
 
 // outputError returns the *flechtwerk.OutputError of r when the router
 // failed it for its partition, else nil.
 func (r router) outputError(rec *kgo.Record) error {
-	n, ok := r.bad.LoadAndDelete(rec)
+	v, ok := r.bad.LoadAndDelete(rec)
 	if !ok {
 		return nil
 	}
+	f := v.(failure)
 	return &flechtwerk.OutputError{Code: flechtwerk.CodeOutputPartition, Topic: rec.Topic,
-		Partition: rec.Partition, Partitions: n.(int32)}
+		Partition: rec.Partition, Partitions: f.partitions, Err: f.err}
 }

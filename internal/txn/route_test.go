@@ -67,6 +67,21 @@ func TestRouting(t *testing.T) {
 	}
 }
 
+// A panicking partitioner is recovered (it runs on kgo's goroutine): the
+// record gets no partition and its error is an *flechtwerk.OutputError
+// holding the *flechtwerk.PanicError.
+func TestRoutingPartitionerPanics(t *testing.T) {
+	r := router{rt: Routing{Explicit: true, ByTopic: map[string]func([]byte, int32) int32{"o": func([]byte, int32) int32 { panic("boom") }}}, bad: new(sync.Map)}
+	rec := &kgo.Record{Topic: "o", Partition: -1, Key: []byte("k")}
+	require.NotPanics(t, func() { require.Equal(t, -1, r.ForTopic("o").Partition(rec, 4)) })
+	err := r.outputError(rec)
+	require.ErrorIs(t, err, flechtwerk.ErrOutputPartition)
+	var pe *flechtwerk.PanicError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, "boom", pe.Value)
+	require.ErrorContains(t, err, "output to topic o: the topic's partitioner failed")
+}
+
 // kgo calls Partition again for the same record after OnNewBatch, with the
 // record's Partition already set to the first pick: a record that asked
 // the partitioner gets it again, not its first pick as if explicit.

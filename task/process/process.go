@@ -32,13 +32,18 @@ type Input struct {
 
 // Result is what one Process call produced, encoded.
 type Result struct {
-	// Outputs are the records to produce in the task's transaction. A
-	// record whose Partition is 0 or more goes to that partition (one out
-	// of its topic's range fails the transaction with a
-	// *flechtwerk.OutputError); -1 lets the partitioner choose: the
-	// processor's own for the topic when it has a method
+	// Outputs are the records to produce in the task's transaction. The
+	// partitioner places them: the processor's own for the topic when it
+	// has a method
 	// Partitioners() map[string]func(key []byte, partitions int32) int32,
-	// else murmur2 of the key, as Kafka's default partitioner.
+	// else murmur2 of the key, as Kafka's default partitioner (records
+	// without a key stick to a partition per produce batch). Their
+	// Partition is ignored (a &kgo.Record{Topic, Key, Value} is hashed
+	// by its key, not sent to partition 0) unless the processor has a
+	// method ExplicitPartitions() bool that returns true: then a record
+	// whose Partition is 0 or more goes to that partition (one out of
+	// its topic's range fails the transaction with a
+	// *flechtwerk.OutputError), and -1 asks the partitioner.
 	Outputs []*kgo.Record
 	// Op is what happened to the state of the input's key.
 	Op Op

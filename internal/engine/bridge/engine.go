@@ -149,7 +149,10 @@ func (e *Engine) Run(ctx context.Context, ready func()) error {
 
 	// The producer fences the previous incarnation of this client id
 	// before anything of this one can be committed.
-	rn.prod, err = txn.Open(ctx, TransactionalID(o.ApplicationID, rn.st.ClientID), o.TransactionTimeout, "", o.ClientOpts()...)
+	// Relayed records carry -1 (the partitioner) or their explicit
+	// partition (Output.ToPartition).
+	rn.prod, err = txn.OpenRouted(ctx, TransactionalID(o.ApplicationID, rn.st.ClientID), o.TransactionTimeout,
+		txn.Routing{Explicit: true}, o.ClientOpts()...)
 	if err != nil {
 		return fmt.Errorf("mqtt bridge: transactional producer: %w", err)
 	}

@@ -55,7 +55,8 @@ type Stage interface {
 	// Filter returns the topic filter a live config declares and whether
 	// the config is active (not suspended); an error names the record.
 	Filter(e configtopic.Entry[any]) (filter string, active bool, err error)
-	// Relay turns one message into at most one record (nil: dropped).
+	// Relay turns one message into at most one record (nil: dropped),
+	// whose Partition is -1 (the partitioner) or its explicit partition.
 	// A defect of the relay (a panic, a record without a topic) is
 	// returned as a *DefectError; any other error marks a poison message.
 	Relay(e configtopic.Entry[any], m Message) (*kgo.Record, error)

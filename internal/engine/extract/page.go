@@ -102,10 +102,10 @@ type page struct {
 // Key is the config key of the poll.
 func (p *page) Key() []byte { return p.key }
 
-// Add adds r to the open page. Its partition is -1 until the partitioner
-// sets it, so that a produce error can tell none was assigned.
+// Add adds r to the open page. Its partition is -1 (the partitioner
+// chooses it; -1 until then tells a produce error that none was
+// assigned) or the explicit partition it goes to.
 func (p *page) Add(r *kgo.Record) {
-	r.Partition = -1
 	p.recs = append(p.recs, r)
 }
 

@@ -134,7 +134,10 @@ func (tk *token) init() error {
 	// InitProducerID may still reach the broker, after the next owner's
 	// fence, and fence that owner. Teardown waits for it (initDone).
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(tk.ctx), o.TransactionTimeout)
-	p, err := txn.Open(fctx, o.TransactionalID(tk.n), o.TransactionTimeout, rn.changelog, o.ClientOpts()...)
+	// A page's records carry -1 (the partitioner) or their explicit
+	// partition (Output.ToPartition).
+	p, err := txn.OpenRouted(fctx, o.TransactionalID(tk.n), o.TransactionTimeout,
+		txn.Routing{Changelog: rn.changelog, Explicit: true}, o.ClientOpts()...)
 	fcancel()
 	if err != nil {
 		return fmt.Errorf("token %d: %w", tk.n, err)

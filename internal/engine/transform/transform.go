@@ -66,7 +66,14 @@ func Run(ctx context.Context, p Params) error {
 		}
 	}
 	if o, ok := p.Proc.(stage.Outputs); ok {
-		if err := ensureOutputs(ctx, adm, o.Outputs(), c.InputTopics, c.Replication); err != nil {
+		reserved := map[string]string{}
+		if p.Proc.Stateful() {
+			reserved[c.Changelog()] = "the changelog topic"
+		}
+		if dl := c.DeadLetterTopic(); dl != "" {
+			reserved[dl] = "the dead-letter topic"
+		}
+		if err := ensureOutputs(ctx, adm, o.Outputs(), c.InputTopics, reserved, c.Replication); err != nil {
 			return err
 		}
 	}
