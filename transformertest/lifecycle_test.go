@@ -3,6 +3,7 @@ package transformertest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -106,4 +107,28 @@ func TestDriverCodecOpenFails(t *testing.T) {
 	require.Equal(t, 1, state.opens)
 	require.Equal(t, 1, state.closes, "closed again")
 	require.NoError(t, d.Close(context.Background()))
+}
+
+// A Pipeline's Close closes the codecs of every stage's Driver.
+func TestPipelineCloseClosesEveryDriver(t *testing.T) {
+	codecs := []*openCodec{{}, {}}
+	p := transformertest.NewPipeline()
+	for i, c := range codecs {
+		out := fmt.Sprintf("t%d", i+1)
+		decl := transformer.DeclareOutput[string, int](out, transformer.String(), c)
+		st := transformer.Stateless(func(_ context.Context, rec *transformer.Record, o *transformer.Outputs) error {
+			return decl.Send(o, string(rec.Key), 1)
+		}, transformer.Produces(decl))
+		d, err := transformertest.New(st)
+		require.NoError(t, err)
+		require.NoError(t, p.Add(out, d, fmt.Sprintf("t%d", i)))
+	}
+	require.NoError(t, p.Process(context.Background(), transformertest.StringInput("t0", 0, "k", "v")))
+	for _, c := range codecs {
+		require.Equal(t, 1, c.opens)
+	}
+	require.NoError(t, p.Close(context.Background()))
+	for _, c := range codecs {
+		require.Equal(t, 1, c.closes)
+	}
 }

@@ -2,6 +2,7 @@ package transformertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -230,4 +231,18 @@ func (p *Pipeline) Sent(topic string) []transformer.Output {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.sent[topic])
+}
+
+// Close closes every stage's Driver (Driver.Close), in the order the
+// stages were added, and returns their errors joined.
+func (p *Pipeline) Close(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var errs []error
+	for _, s := range p.stages {
+		if err := s.d.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stage %s: %w", s.name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
