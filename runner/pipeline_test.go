@@ -155,7 +155,7 @@ func TestPipelineRepartitionWordCount(t *testing.T) {
 		require.Equal(t, int32(want), r.Partition, "partition of %s", r.Key)
 	}
 
-	require.NoError(t, p.Ready())
+	kafkatest.WaitFor(t, 30*time.Second, "the pipeline ready", func() bool { return p.Ready() == nil })
 	require.NoError(t, p.Healthy())
 	srv := httptest.NewServer(p.Handler(reg))
 	defer srv.Close()
