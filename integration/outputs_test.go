@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/runner"
 	"github.com/flechtwerk/flechtwerk/task"
@@ -342,5 +343,33 @@ func TestOutputPartitionerPanics(t *testing.T) {
 	require.Equal(t, "no partition for you", pe.Value)
 	require.ErrorContains(t, err, "output to topic "+out)
 	require.Empty(t, readStable(t, c, out), "the transaction was aborted")
+	require.Empty(t, c.CommittedOffsets(t, app, in), "no offset committed")
+}
+
+// TestOutputToChangelogRefused: an output record a transform sends to its
+// stage's own changelog (even to an explicit partition) ends Run with
+// DUPLICATE_TOPIC before anything of the batch is produced: no restore can
+// load it as some key's state.
+func TestOutputToChangelogRefused(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
+	c.CreateTopic(t, in, 1)
+	c.CreateTopic(t, out, 1)
+	c.Produce(t, values(in, 0, "v", 3, 1)...)
+	cl := changelog.Topic(app)
+	st := transformer.New(func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
+		e.SetState(n + 1)
+		e.Send(out, rec.Key, rec.Value)
+		e.SendRecord(transformer.Output{Topic: cl, Key: []byte("other-key"), Value: []byte("garbage")}.ToPartition(0))
+		return nil
+	})
+	rn := start(t, c, st, runner.ApplicationID(app), runner.InputTopics(in), runner.StateDir(t.TempDir()))
+	err := rn.wait(t, 60*time.Second)
+	require.ErrorIs(t, err, flechtwerk.ErrDuplicateTopic)
+	require.ErrorContains(t, err, cl)
+	require.Empty(t, readStable(t, c, out), "nothing of the batch committed")
+	for _, r := range readStable(t, c, cl) {
+		require.NotEqual(t, "other-key", string(r.Key), "a transform's record reached the changelog")
+	}
 	require.Empty(t, c.CommittedOffsets(t, app, in), "no offset committed")
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/batch"
 	"github.com/flechtwerk/flechtwerk/store"
 )
@@ -57,6 +58,14 @@ func (t *Task) Process(ctx context.Context, recs []*kgo.Record, sem chan struct{
 	}, recs)
 	if err != nil {
 		return nil, err
+	}
+	for _, o := range res.Outputs {
+		if o.Topic == t.cfg.Changelog && t.cfg.Changelog != "" {
+			// Only the task writes its changelog: a record there would
+			// be restored as some key's state.
+			return nil, flechtwerk.Errorf(flechtwerk.CodeDuplicateTopic, "output",
+				"task %d: an output record names the stage's changelog %s; a transform must not write the changelog", t.cfg.Partition, o.Topic)
+		}
 	}
 	b := &Batch{outputs: res.Outputs, writes: res.Writes, Offsets: res.Offsets, Records: res.Records,
 		inputs:  addInputs(make([]topicInput, 0, len(t.cfg.InputTopics)), recs),
