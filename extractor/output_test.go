@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/extractor"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/runner"
@@ -95,5 +96,30 @@ func TestOutputPartitionOutOfRange(t *testing.T) {
 			c.WaitSettled(t, out)
 			require.Empty(t, c.ReadCommitted(t, out))
 		})
+	}
+}
+
+// TestOutputToCursorChangelog: a record a poll sends to the stage's cursor
+// changelog fails the poll with DUPLICATE_TOPIC; the changelog holds no
+// such record, so no restore can load a forged cursor.
+func TestOutputToCursorChangelog(t *testing.T) {
+	c := kafkatest.New(t)
+	cfgTopic, out, app := kafkatest.Name("cfg"), kafkatest.Name("out"), kafkatest.Name("app")
+	c.CreateTopic(t, cfgTopic, 1)
+	c.CreateTopic(t, out, 1)
+	c.Produce(t, configRec(t, cfgTopic, 0, "src", 3))
+	cl := changelog.Topic(app)
+	ex := sendAll(func(e *extractor.Emitter[cursor], key []byte, i int) {
+		e.Send(out, key, []byte("fine alone"))
+		e.SendRecord(extractor.Output{Topic: cl, Key: key, Value: []byte("garbage")}.ToPartition(0))
+	})
+	rn := start(t, c, ex, runner.ApplicationID(app), runner.ConfigTopics(cfgTopic), runner.PollInterval(time.Hour))
+	err := rn.wait(t, 60*time.Second)
+	require.ErrorIs(t, err, flechtwerk.ErrDuplicateTopic)
+	require.ErrorContains(t, err, cl)
+	c.WaitSettled(t, out)
+	require.Empty(t, c.ReadCommitted(t, out))
+	for _, r := range c.ReadCommitted(t, cl) {
+		require.NotEqual(t, "garbage", string(r.Value), "a poll's record reached the changelog")
 	}
 }

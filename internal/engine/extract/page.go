@@ -105,7 +105,14 @@ func (p *page) Key() []byte { return p.key }
 // Add adds r to the open page. Its partition is -1 (the partitioner
 // chooses it; -1 until then tells a produce error that none was
 // assigned) or the explicit partition it goes to.
+// A record of the cursor changelog fails the poll: only the engine
+// writes cursors.
 func (p *page) Add(r *kgo.Record) {
+	if r.Topic == p.rn.changelog {
+		p.fail(flechtwerk.Errorf(flechtwerk.CodeDuplicateTopic, "output",
+			"config %q: a record names the cursor changelog %s; a poll must not write the changelog", p.key, r.Topic))
+		return
+	}
 	p.recs = append(p.recs, r)
 }
 
