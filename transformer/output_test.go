@@ -151,6 +151,10 @@ func TestTypedOutputs(t *testing.T) {
 			o.Send("raw", nil, nil)
 			return nil
 		}, flechtwerk.ErrOutputEncode, "negative -1", nil},
+		{"encode error wins over the transform's own invalid-record error", func(o *transformer.Outputs) error {
+			_ = counts.Send(o, "a", -1)
+			return transformer.Invalid(errors.New("rejected"))
+		}, flechtwerk.ErrOutputEncode, "negative -1", nil},
 		{"undeclared output topic", func(o *transformer.Outputs) error {
 			_ = other.Send(o, "a", 1)
 			return nil
@@ -172,6 +176,7 @@ func TestTypedOutputs(t *testing.T) {
 				res, err := process(t, st, kgoRecord("k", "v"))
 				if tc.wantErr != nil {
 					require.ErrorIs(t, err, tc.wantErr, "stateful %v", stateful)
+					require.NotErrorIs(t, err, flechtwerk.ErrInvalidRecord, "never a skippable input")
 					require.ErrorContains(t, err, tc.contains)
 					continue
 				}

@@ -102,7 +102,7 @@ func (a adapter[S]) Process(ctx context.Context, in stage.Input, state []byte, f
 		out := Outputs{decls: t.out.decls}
 		out.outs = out.buf[:0]
 		if err := t.stateless.Transform(ctx, rec, &out); err != nil {
-			return stage.Result{}, err
+			return stage.Result{}, out.failed(err)
 		}
 		return a.result(&out, in.Record, stage.Keep)
 	}
@@ -117,11 +117,21 @@ func (a adapter[S]) processTyped(ctx context.Context, in stage.Input, state []by
 		out := Outputs{decls: t.out.decls}
 		out.outs = out.buf[:0]
 		if err := t.typedStateless(ctx, in.View, &out); err != nil {
-			return stage.Result{}, err
+			return stage.Result{}, out.failed(err)
 		}
 		return a.result(&out, in.Record, stage.Keep)
 	}
 	return a.stateful(in, state, found, func(s S, e *Emitter[S]) error { return t.typed(ctx, in.View, s, e) })
+}
+
+// failed is the error of a call that returned err: its first failed
+// typed send, when there is one, wins (a transform that ignored it must
+// not turn the call into a skippable invalid record).
+func (o *Outputs) failed(err error) error {
+	if o.err != nil {
+		return o.err
+	}
+	return err
 }
 
 // result is the Result of a call that sent out: its first failed typed
@@ -151,7 +161,7 @@ func (a adapter[S]) stateful(in stage.Input, state []byte, found bool, call func
 	e.decls = t.out.decls
 	e.outs = e.buf[:0]
 	if err := call(s, &e); err != nil {
-		return stage.Result{}, err
+		return stage.Result{}, e.failed(err)
 	}
 	r, err := a.result(&e.Outputs, in.Record, e.op)
 	if err != nil {
