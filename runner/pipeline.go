@@ -211,13 +211,12 @@ func (e *StageError) Unwrap() error { return e.Err }
 // own goroutines, until ctx is canceled (every stage then stops
 // gracefully, committing its own work, and Run returns nil; also when ctx
 // ends before the stages started) or a stage fails. While the stages run,
-// Run purges the records of the repartition topics their reading stages
-// committed. The first stage that fails ends the whole pipeline: the
-// others are stopped gracefully, and Run returns a *StageError naming the
-// failed stage (joined with the errors of other stages that failed while
-// stopping). Every goroutine
-// Run started has exited when it returns. A second call returns
-// ErrRunTwice, as does a stage's own Run called besides the pipeline's.
+// Run purges the records of the repartition topics that every stage
+// reading them committed. The first stage that fails ends the whole
+// pipeline: the others are stopped gracefully, and Run returns a
+// *StageError naming the failed stage (joined with the errors of other
+// stages that failed while stopping). Every goroutine Run started has
+// exited when it returns. A second call returns ErrRunTwice, as does a stage's own Run called besides the pipeline's.
 func (p *Pipeline) Run(ctx context.Context) error {
 	if !p.started.CompareAndSwap(false, true) {
 		return ErrRunTwice

@@ -49,11 +49,16 @@ type repartition struct {
 // The topic is created with cleanup.policy=delete, retention.ms=-1 (no
 // record is deleted for its age: a replayed old input keeps its
 // timestamp) and the replication factor of to's
-// ChangelogReplicationFactor; while the pipeline runs, the records the
-// stage to has committed are purged (deleted up to its group's committed
-// offsets) every 30s. A topic that exists already is used when its
-// partition count is the one wanted and its cleanup.policy is delete, and
-// is an error of Run naming it otherwise (flechtwerk.CodePartitionMismatch,
+// ChangelogReplicationFactor; while the pipeline runs, the records every
+// stage of the pipeline that reads the topic (lists it in its InputTopics
+// or ConfigTopics: to, and any other) has committed are purged every 30s:
+// each partition up to the lowest offset their groups committed, and not
+// at all while one of them has committed none on it. The topic is
+// internal to the pipeline: a consumer outside it is not waited for, and
+// may miss purged records. A topic that exists already is used when its
+// partition count is the one wanted, its cleanup.policy is delete and its
+// retention.ms and retention.bytes are -1, and is an error of Run naming
+// it otherwise (flechtwerk.CodePartitionMismatch,
 // flechtwerk.CodeRepartitionPolicy). Run returns once every partition of
 // every repartition topic has a leader in the metadata.
 //
@@ -424,7 +429,10 @@ func (p *Pipeline) checkCopartitioned(want, counts map[string]int32) []error {
 }
 
 // checkPolicies refuses existing repartition topics whose cleanup.policy
-// is not delete.
+// is not delete, or whose retention.ms or retention.bytes is not -1: the
+// broker would delete records their readers have not read yet. A config
+// the broker does not describe counts as Kafka's default (cleanup.policy
+// delete, retention.ms 7 days, retention.bytes -1).
 func checkPolicies(ctx context.Context, adm *kadm.Client, topics []string) []error {
 	rcs, err := adm.DescribeTopicConfigs(ctx, topics...)
 	if err != nil {
@@ -442,15 +450,22 @@ func checkPolicies(ctx context.Context, adm *kadm.Client, topics []string) []err
 				authz.Wrap(err, "DescribeConfigs", map[authz.Resource]string{authz.Topic: t})))
 			continue
 		}
-		policy := "delete" // the broker's default
+		cfg := map[string]string{"cleanup.policy": "delete", "retention.ms": "604800000", "retention.bytes": "-1"}
 		for _, c := range rc.Configs {
-			if c.Key == "cleanup.policy" {
-				policy = c.MaybeValue()
+			if _, ok := cfg[c.Key]; ok {
+				cfg[c.Key] = c.MaybeValue()
 			}
 		}
-		if policy != "delete" {
+		if policy := cfg["cleanup.policy"]; policy != "delete" {
 			errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeRepartitionPolicy, "topic "+t,
 				"repartition topic %s has cleanup.policy=%s; it must be delete (set it, or delete the topic)", t, policy))
+		}
+		for _, key := range []string{"retention.ms", "retention.bytes"} {
+			if v := cfg[key]; v != "-1" {
+				errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeRepartitionPolicy, "topic "+t,
+					"repartition topic %s has %s=%s; it must be -1, or the broker deletes records before the stages read them "+
+						"(kafka-configs --alter --entity-type topics --entity-name %s --add-config %s=-1)", t, key, v, t, key))
+			}
 		}
 	}
 	return errs
@@ -549,9 +564,21 @@ func (p *Pipeline) Handler(g prometheus.Gatherer) http.Handler {
 }
 
 // purgeInterval is how often a running pipeline deletes the records of
-// its repartition topics that their reading stages committed, as Kafka
-// Streams' repartition.purge.interval.ms (30s) does.
+// its repartition topics that every stage reading them committed, as
+// Kafka Streams' repartition.purge.interval.ms (30s) does.
 var purgeInterval = 30 * time.Second
+
+// readers returns the stages of the pipeline that read topic: those that
+// list it in their InputTopics or ConfigTopics.
+func (p *Pipeline) readers(topic string) []*Runner {
+	var rs []*Runner
+	for _, r := range p.stages {
+		if slices.Contains(r.cfg.InputTopics, topic) || slices.Contains(r.cfg.ConfigTopics, topic) {
+			rs = append(rs, r)
+		}
+	}
+	return rs
+}
 
 // purger deletes the committed records of the repartition topics.
 type purger struct {
@@ -573,8 +600,10 @@ func (pg *purger) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		// Each group's offsets are fetched once a round.
+		fetched := map[string]kadm.OffsetResponses{}
 		for _, rp := range pg.p.parts {
-			if err := pg.purge(ctx, rp); err != nil && ctx.Err() == nil {
+			if err := pg.purge(ctx, rp, fetched); err != nil && ctx.Err() == nil {
 				pg.p.Stage(rp.to).cfg.Logger.Warn("purging a repartition topic failed; retrying at the next interval",
 					"topic", rp.topic, "err", err)
 			}
@@ -582,22 +611,48 @@ func (pg *purger) run(ctx context.Context) {
 	}
 }
 
-// purge deletes the records of rp's topic below the offsets its reading
-// stage's group committed.
-func (pg *purger) purge(ctx context.Context, rp repartition) error {
-	group := pg.p.Stage(rp.to).cfg.Group()
-	resp, err := pg.adm.FetchOffsets(ctx, group)
-	if err != nil {
-		return fmt.Errorf("fetching the offsets of group %s: %w", group,
-			authz.Wrap(err, "Describe", map[authz.Resource]string{authz.Group: group, authz.Topic: rp.topic}))
+// purge deletes the records of rp's topic that every stage reading it
+// has committed: per partition, below the lowest offset the readers'
+// groups committed, and nothing of a partition for which one of them has
+// committed no offset. fetched caches the groups' offsets of this round.
+func (pg *purger) purge(ctx context.Context, rp repartition, fetched map[string]kadm.OffsetResponses) error {
+	var low map[int32]int64
+	for i, r := range pg.p.readers(rp.topic) {
+		group := r.cfg.Group()
+		resp, ok := fetched[group]
+		if !ok {
+			var err error
+			if resp, err = pg.adm.FetchOffsets(ctx, group); err != nil {
+				return fmt.Errorf("fetching the offsets of group %s: %w", group,
+					authz.Wrap(err, "Describe", map[authz.Resource]string{authz.Group: group, authz.Topic: rp.topic}))
+			}
+			fetched[group] = resp
+		}
+		committed := map[int32]int64{}
+		resp.Each(func(o kadm.OffsetResponse) {
+			if o.Topic == rp.topic && o.Err == nil && o.At > 0 {
+				committed[o.Partition] = o.At
+			}
+		})
+		if i == 0 {
+			low = committed
+			continue
+		}
+		for part, at := range low {
+			c, ok := committed[part]
+			if !ok {
+				delete(low, part)
+				continue
+			}
+			low[part] = min(at, c)
+		}
 	}
 	var del kadm.Offsets
-	resp.Each(func(o kadm.OffsetResponse) {
-		if o.Topic != rp.topic || o.Err != nil || o.At <= 0 || o.At <= pg.done[o.Topic][o.Partition] {
-			return
+	for part, at := range low {
+		if at > pg.done[rp.topic][part] {
+			del.Add(kadm.Offset{Topic: rp.topic, Partition: part, At: at, LeaderEpoch: -1})
 		}
-		del.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: o.At, LeaderEpoch: -1})
-	})
+	}
 	if len(del) == 0 {
 		return nil
 	}

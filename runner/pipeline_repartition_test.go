@@ -18,6 +18,7 @@ import (
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/runner"
+	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
 // splitCount returns a pipeline: split reads splitIn and re-keys its
@@ -163,26 +164,125 @@ func TestPipelineRepartitionRetentionAndPurge(t *testing.T) {
 }
 
 // TestPipelineRepartitionPolicyRefused: an existing repartition topic that
-// is compacted fails Run with REPARTITION_POLICY_MISMATCH naming it, and no
-// stage starts.
+// is compacted, or whose retention deletes records for their age or the
+// partition's size, fails Run with REPARTITION_POLICY_MISMATCH naming it
+// and the config to set, and no stage starts.
 func TestPipelineRepartitionPolicyRefused(t *testing.T) {
 	c := kafkatest.New(t)
-	in, out := kafkatest.Name("in"), kafkatest.Name("out")
-	splitApp, countApp := kafkatest.Name("split"), kafkatest.Name("count")
-	c.CreateTopic(t, in, 2)
-	c.CreateTopic(t, out, 2)
-	words := runner.RepartitionTopic(countApp, "words")
-	_, err := c.Adm.CreateTopic(context.Background(), 2, -1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, words)
+	tests := []struct {
+		name, key, value, want string
+	}{
+		{name: "compacted", key: "cleanup.policy", value: "compact", want: "cleanup.policy=compact"},
+		{name: "retention.ms of 7 days", key: "retention.ms", value: "604800000", want: "retention.ms=604800000"},
+		{name: "retention.bytes", key: "retention.bytes", value: "1048576", want: "retention.bytes=1048576"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in, out := kafkatest.Name("in"), kafkatest.Name("out")
+			splitApp, countApp := kafkatest.Name("split"), kafkatest.Name("count")
+			c.CreateTopic(t, in, 2)
+			c.CreateTopic(t, out, 2)
+			words := runner.RepartitionTopic(countApp, "words")
+			cfg := map[string]*string{tc.key: kadm.StringPtr(tc.value)}
+			if tc.key != "retention.ms" {
+				cfg["retention.ms"] = kadm.StringPtr("-1") // only tc.key is wrong
+			}
+			_, err := c.Adm.CreateTopic(context.Background(), 2, -1, cfg, words)
+			require.NoError(t, err)
+			c.WaitTopic(t, words, 2)
+			p, _ := splitCount(t, c, "refuse", splitApp, countApp, out, 0, []string{in})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err = p.Run(ctx)
+			require.ErrorIs(t, err, flechtwerk.ErrRepartitionPolicy)
+			require.ErrorContains(t, err, words)
+			require.ErrorContains(t, err, tc.want)
+			if tc.key != "cleanup.policy" {
+				require.ErrorContains(t, err, tc.key+"=-1", "says what to set")
+			}
+			st, _ := p.Stage(splitApp).State()
+			require.Equal(t, runner.NotStarted, st, "no stage started")
+		})
+	}
+}
+
+// startOffsets returns the first offset of every partition of topic.
+func startOffsets(t *testing.T, c *kafkatest.Cluster, topic string) map[int32]int64 {
+	t.Helper()
+	starts, err := c.Adm.ListStartOffsets(context.Background(), topic)
 	require.NoError(t, err)
-	c.WaitTopic(t, words, 2)
-	p, _ := splitCount(t, c, "compact", splitApp, countApp, out, 0, []string{in})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err = p.Run(ctx)
-	require.ErrorIs(t, err, flechtwerk.ErrRepartitionPolicy)
-	require.ErrorContains(t, err, words)
-	st, _ := p.Stage(splitApp).State()
-	require.Equal(t, runner.NotStarted, st, "no stage started")
+	got := map[int32]int64{}
+	starts.Each(func(o kadm.ListedOffset) {
+		require.NoError(t, o.Err)
+		got[o.Partition] = o.Offset
+	})
+	return got
+}
+
+// TestPipelineRepartitionPurgeWaitsForEveryReader: a second stage reading
+// a repartition topic (besides its declared reading stage) that is blocked
+// on partition 1 keeps that partition's records while the declared reader
+// has committed them all, and later reads every one of them; partition 0,
+// which both readers committed, is purged, and so is partition 1 once the
+// second reader committed it.
+func TestPipelineRepartitionPurgeWaitsForEveryReader(t *testing.T) {
+	defer runner.SetPipelineTimings(200*time.Millisecond, 30*time.Second)()
+	c := kafkatest.New(t)
+	in, out, audited := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("audited")
+	splitApp, countApp, auditApp := kafkatest.Name("split"), kafkatest.Name("count"), kafkatest.Name("audit")
+	for _, tp := range []string{in, out, audited} {
+		c.CreateTopic(t, tp, 2)
+	}
+	p, words := splitCount(t, c, "readers", splitApp, countApp, out, 0, []string{in})
+	release := make(chan struct{})
+	var blocked atomic.Bool
+	audit := transformer.Stateless(func(ctx context.Context, rec *transformer.Record, o *transformer.Outputs) error {
+		if rec.Partition == 1 {
+			blocked.Store(true)
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		o.Send(audited, rec.Key, rec.Value)
+		return nil
+	})
+	_, err := p.AddTransformer(audit, runner.ApplicationID(auditApp), runner.InputTopics(words),
+		runner.BatchTimeout(50*time.Second))
+	require.NoError(t, err)
+	var recs []*kgo.Record
+	for i := range 20 {
+		recs = append(recs, &kgo.Record{Topic: in, Partition: int32(i % 2), Value: []byte("w" + strconv.Itoa(i%7) + " x")})
+	}
+	c.Produce(t, recs...)
+	_, done := runPipeline(t, p)
+	waitCommitted(t, c, splitApp, in, done)
+	waitCommitted(t, c, countApp, words, done)
+	ends := c.EndOffsets(t, words)
+	require.Positive(t, ends[0])
+	require.Positive(t, ends[1], "both partitions of %s hold records", words)
+	kafkatest.WaitFor(t, 30*time.Second, "the audit stage blocked on partition 1", blocked.Load)
+	kafkatest.WaitFor(t, 30*time.Second, auditApp+" committed partition 0", func() bool {
+		return c.CommittedOffsets(t, auditApp, words)[0] == ends[0]
+	})
+
+	// The round that purged partition 0 saw every commit of the count
+	// stage on partition 1 too.
+	kafkatest.WaitFor(t, 30*time.Second, "partition 0, committed by both readers, purged", func() bool {
+		return startOffsets(t, c, words)[0] == ends[0]
+	})
+	time.Sleep(time.Second) // more purge rounds
+	require.Zero(t, startOffsets(t, c, words)[1], "partition 1 kept for the blocked reader")
+	require.Zero(t, c.CommittedOffsets(t, auditApp, words)[1], "the audit stage committed nothing of partition 1")
+
+	close(release)
+	waitCommitted(t, c, auditApp, words, done)
+	require.Len(t, c.ReadCommitted(t, audited), 40, "the audit stage read every word of the 20 sentences")
+	kafkatest.WaitFor(t, 30*time.Second, "partition 1 purged once both readers committed it", func() bool {
+		starts := startOffsets(t, c, words)
+		return starts[0] == ends[0] && starts[1] == ends[1]
+	})
 }
 
 // TestPipelineRepartitionWaitsForLeaders: a created repartition topic
