@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/runner"
@@ -139,9 +140,18 @@ func benchPipeline(b *testing.B, procs [][]string) float64 {
 		RekeyApp: kafkatest.Name("pipe-rekey"), CountApp: kafkatest.Name("pipe-count"), StateDir: b.TempDir(),
 	}
 	words := spec.repartitioned()
-	for _, t := range []string{spec.In, spec.Out, words} {
+	for _, t := range []string{spec.In, spec.Out} {
 		c.CreateTopic(b, t, partitions)
 	}
+	// The repartition topic as a pipeline creates it (and checks it):
+	// the two-process variant needs it to exist.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	noLimit := "-1"
+	_, err := c.Adm.CreateTopic(ctx, partitions, -1, map[string]*string{
+		"cleanup.policy": kadm.StringPtr("delete"), "retention.ms": &noLimit, "retention.bytes": &noLimit}, words)
+	require.NoError(b, err)
+	c.WaitTopic(b, words, partitions)
 	warmup, recs := inputs(spec.In, b.N)
 	for i, r := range warmup {
 		r.Value = []byte(strconv.Itoa(i))
