@@ -159,7 +159,11 @@ wait_ready() {
   for id in "$@"; do
     read -r ip rest <<<"$(node_ports "$dir" "$id")"
     while :; do
-      if ! node_running "$dir" "$id"; then
+      # Just after launch the pid may not have exec'd java yet (its
+      # command line is still the script's): alive counts as starting.
+      local pid
+      pid="$(node_pid "$dir" "$id")"
+      if [[ -z "$pid" ]] || ! alive "$pid"; then
         note "node $id exited during startup; last lines of $dir/node-$id/kafka.log:"
         tail -n 60 "$dir/node-$id/kafka.log" >&2 || true
         return 1
