@@ -49,6 +49,13 @@ type Result struct {
 	Op Op
 	// State is the new encoded state when Op is Put.
 	State []byte
+	// Writes are writes to named stores, any key of the task's
+	// partition (a Stores processor only). The last write per store
+	// and key of a transaction is what its changelog gets.
+	Writes []StoreWrite
+	// Timers set, replace or cancel timers of any key of the task's
+	// partition (a Stores processor only).
+	Timers []TimerOp
 }
 
 // Processor is what a task runs: a transformer as the engine sees it.

@@ -1,0 +1,99 @@
+package process
+
+import (
+	"context"
+	"time"
+)
+
+// TimeKind says which clock a timer or a state TTL follows.
+type TimeKind uint8
+
+const (
+	// EventTime is the task's stream time: the largest timestamp of the
+	// input records the task has processed (control records excluded),
+	// as Kafka Streams defines it. It never goes back.
+	EventTime TimeKind = 1
+	// WallClock is the time of the machine that runs the task.
+	WallClock TimeKind = 2
+)
+
+// Timer is a timer of a state key: it is due when its clock (Kind)
+// reaches Due. A key has at most one timer per Name; setting it again
+// replaces it.
+type Timer struct {
+	// Key is the state key the timer belongs to; its callback runs in
+	// that key's bucket, with that key's state.
+	Key  []byte
+	Name string
+	Kind TimeKind
+	// Due is a Unix time in milliseconds, as Kafka record timestamps.
+	Due int64
+}
+
+// TimerOp sets (or replaces) a timer, or cancels it when Cancel is set
+// (then only Key and Name count).
+type TimerOp struct {
+	Timer
+	Cancel bool
+}
+
+// StoreSpec is a named store of a Processor (see Stores). Its changelog
+// is the topic changelog.StoreTopic(application id, Name); its local
+// state is a store of its own beside the task's default one.
+type StoreSpec struct {
+	Name string
+}
+
+// StoreWrite is a write to a key of a named store (Store indexes
+// Stores.Stores()), a put of Value or a delete when Delete is set.
+type StoreWrite struct {
+	Store  int
+	Key    []byte
+	Value  []byte
+	Delete bool
+}
+
+// DefaultStore is the store index State uses for the processor's default
+// state (the per-key state of Process); named stores are 1 + their index
+// in Stores.Stores().
+const DefaultStore = 0
+
+// State is the state a call of a Stores processor reads, for any key of
+// the task's partition: the state committed and written by the open
+// transaction before the batch began, under the writes of the calls of
+// the same bucket before this one. Other buckets' writes of the same
+// batch are not visible: reads are deterministic however the buckets of
+// a batch are scheduled.
+type State interface {
+	// Get returns the encoded value of key in store (DefaultStore or a
+	// named store's index + 1).
+	Get(store int, key []byte) (value []byte, found bool, err error)
+	// Scan calls fn for the keys k of store with lo <= k < hi, in
+	// ascending byte order (hi nil: no upper bound), until fn returns
+	// false or an error. The slices are valid only during the call.
+	Scan(store int, lo, hi []byte, fn func(key, value []byte) (bool, error)) error
+	// StreamTime is the task's stream time when the call began (Unix
+	// milliseconds; 0 before any record).
+	StreamTime() int64
+	// Now is the wall-clock time the batch uses for wall-clock timers and
+	// TTLs (one value per batch, so a batch is reproducible).
+	Now() time.Time
+}
+
+// Stores is implemented by a Processor that keeps named stores, sets
+// timers or expires its state. The task then calls ProcessState instead
+// of Process, and Fire for every due timer; Result.Writes and
+// Result.Timers of both are written in the task's transaction with the
+// outputs and the state.
+type Stores interface {
+	Processor
+	// Stores returns the processor's named stores, in a fixed order.
+	Stores() []StoreSpec
+	// ProcessState is Process with st, the view of every store.
+	ProcessState(ctx context.Context, in Input, state []byte, found bool, st State) (Result, error)
+	// Fire runs the callback of a due timer t of state key t.Key, whose
+	// state is state (found: there is one). The task removes the timer
+	// unless the result sets it again (a TimerOp of the same Key and
+	// Name).
+	Fire(ctx context.Context, t Timer, state []byte, found bool, st State) (Result, error)
+}
