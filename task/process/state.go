@@ -89,6 +89,10 @@ type Stores interface {
 	Processor
 	// Stores returns the processor's named stores, in a fixed order.
 	Stores() []StoreSpec
+	// Timers reports whether the processor sets timers (its own or a
+	// TTL's): the task then keeps a timer store, whose changelog is
+	// changelog.TimersTopic(application id).
+	Timers() bool
 	// ProcessState is Process with st, the view of every store.
 	ProcessState(ctx context.Context, in Input, state []byte, found bool, st State) (Result, error)
 	// Fire runs the callback of a due timer t of state key t.Key, whose
