@@ -31,6 +31,23 @@ const ResetMarker = "flechtwerk:state-reset"
 // Topic returns the changelog topic of an application: "{applicationID}-changelog".
 func Topic(applicationID string) string { return applicationID + "-changelog" }
 
+// StoreTopic returns the changelog topic of the named store name of an
+// application: "{applicationID}-{name}-changelog". Each named store has
+// its own topic, with the partitions and configuration of Topic's: a
+// compacted topic is compacted by key, so stores sharing one would need
+// key prefixes that existing keys cannot be guaranteed to avoid.
+func StoreTopic(applicationID, name string) string {
+	return applicationID + "-" + name + "-changelog"
+}
+
+// TimersName is the name of the timer store (store.Options.Timers) of a
+// task whose processor sets timers; no user store may take it.
+const TimersName = "timers"
+
+// TimersTopic returns the changelog topic of the timer stores of an
+// application: StoreTopic(applicationID, TimersName).
+func TimersTopic(applicationID string) string { return StoreTopic(applicationID, TimersName) }
+
 // Ensure creates the changelog topic compacted with exactly partitions
 // partitions, or checks an existing one: a different partition count or a
 // cleanup policy without compaction is a *flechtwerk.ConfigError with

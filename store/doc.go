@@ -1,5 +1,21 @@
 // Package store is the local state of one task: a Pebble database under
-// {state dir}/{application id}/{partition}.
+// {state dir}/{application id}/{partition} (Dir), and one more per named
+// store of the task under {partition}.{name} (NamedDir), each with its
+// own changelog topic, checkpoint and lock.
+//
+// # Timer stores
+//
+// A store opened with Options.Timers (the named store "timers") holds the
+// task's timers: key TimerKey(state key, timer name), value
+// TimerValue(kind, due), and the task's stream time under StreamTimeKey.
+// Beside these records it keeps an index by (kind, due time, TimerKey),
+// written in the same Pebble batch by every apply path: a write reads the
+// key's previous value (the database's, or an earlier write of the same
+// batch) and moves its index entry. Writing a record the store already
+// holds changes nothing, so replays of the changelog (restores, standbys)
+// leave the index exact. Due walks the index from one seek: finding the k
+// timers due costs a seek plus k entries, however many timers the store
+// holds. The index is not in the changelog; it is rebuilt by any restore.
 //
 // A store holds only state that Kafka has committed. The runtime writes it
 // after the task's transaction committed (ApplyThrough) and while

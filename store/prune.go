@@ -16,7 +16,9 @@ import (
 // holds. It returns the directories it deleted.
 //
 // Only the entries a store creates are considered: directories named by a
-// partition number and their ".lock" files. A store is deleted only under
+// partition number (Dir) or by a partition number, a dot and a store name
+// (NamedDir), and their ".lock" files. Each store of a task is pruned on
+// its own. A store is deleted only under
 // its lock, taken without waiting: a store that is open, or being opened,
 // is skipped, whatever its age. A missing appDir is not an error. Errors
 // about single stores do not stop the others; they are returned joined.
@@ -34,14 +36,14 @@ func Prune(appDir string, maxAge time.Duration) ([]string, error) {
 	seen := map[string]bool{}
 	for _, e := range entries {
 		name := e.Name()
-		if e.IsDir() && isPartition(name) {
+		if e.IsDir() && isStoreDir(name) {
 			dirs = append(dirs, name)
 			seen[name] = true
 		}
 	}
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), ".lock")
-		if ok && e.Type().IsRegular() && isPartition(name) && !seen[name] {
+		if ok && e.Type().IsRegular() && isStoreDir(name) && !seen[name] {
 			dirs = append(dirs, name)
 		}
 	}
@@ -98,6 +100,33 @@ func unusedFor(dir string, maxAge time.Duration) bool {
 		return false
 	}
 	return time.Since(fi.ModTime()) > maxAge
+}
+
+// isStoreDir reports whether name is the base name of a store directory:
+// a partition number (Dir) or "{partition}.{store name}" (NamedDir).
+func isStoreDir(name string) bool {
+	p, store, named := strings.Cut(name, ".")
+	return isPartition(p) && (!named || ValidName(store))
+}
+
+// ValidName reports whether name can name a store (NamedDir): 1 to 64
+// characters of a-z, 0-9, '_' and '-', the first a letter or digit, and
+// not "lock" ({partition}.lock is the default store's lock file).
+// "timers" is valid here; it names the timer store.
+func ValidName(name string) bool {
+	if name == "" || len(name) > 64 || name == "lock" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // isPartition reports whether name is a partition number, as Dir writes it.

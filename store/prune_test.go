@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,4 +90,61 @@ func TestPrune(t *testing.T) {
 	removed, err = store.Prune(filepath.Join(root, "missing"), 0)
 	require.NoError(t, err)
 	require.Empty(t, removed)
+}
+
+// TestPruneNamedStores: the named stores of a task ({partition}.{name})
+// and their lock files are pruned like default ones, each on its own;
+// entries that only look like them are left alone.
+func TestPruneNamedStores(t *testing.T) {
+	root := t.TempDir()
+	const app = "app"
+	appDir := filepath.Join(root, app)
+	require.Equal(t, filepath.Join(root, app, "3.counts"), store.NamedDir(root, app, 3, "counts"))
+	open := func(dir string) *store.Store {
+		st, err := store.Open(context.Background(), dir, store.Options{})
+		require.NoError(t, err)
+		return st
+	}
+	old := []string{store.Dir(root, app, 0), store.NamedDir(root, app, 0, "counts"), store.NamedDir(root, app, 0, "timers")}
+	for _, dir := range old {
+		require.NoError(t, open(dir).Close())
+		age(t, dir, 48*time.Hour)
+	}
+	held := open(store.NamedDir(root, app, 1, "dedupe-set_2"))
+	defer held.Close()
+	age(t, store.NamedDir(root, app, 1, "dedupe-set_2"), 48*time.Hour)
+	orphan := store.NamedDir(root, app, 2, "gone") + ".lock"
+	require.NoError(t, os.WriteFile(orphan, nil, 0o644))
+	age(t, orphan, 48*time.Hour)
+	var foreign []string
+	for _, name := range []string{"0.Counts", "0.", "0.-x", "x.counts", "0.a.b", "01.counts"} {
+		p := filepath.Join(appDir, name)
+		require.NoError(t, os.Mkdir(p, 0o755))
+		age(t, p, 48*time.Hour)
+		foreign = append(foreign, p)
+	}
+
+	removed, err := store.Prune(appDir, 24*time.Hour)
+	require.NoError(t, err)
+	require.ElementsMatch(t, append(old, store.NamedDir(root, app, 2, "gone")), removed)
+	for _, dir := range old {
+		require.False(t, exists(t, dir))
+		require.False(t, exists(t, dir+".lock"))
+	}
+	require.False(t, exists(t, orphan))
+	require.True(t, exists(t, store.NamedDir(root, app, 1, "dedupe-set_2")))
+	for _, p := range foreign {
+		require.True(t, exists(t, p), p)
+	}
+}
+
+func TestValidName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"counts": true, "timers": true, "a": true, "0": true, "a_b-c9": true,
+		strings.Repeat("a", 64): true, strings.Repeat("a", 65): false,
+		"": false, "A": false, "_a": false, "-a": false, "a.b": false, "a b": false,
+		"lock": false, "é": false,
+	} {
+		require.Equal(t, want, store.ValidName(name), "%q", name)
+	}
 }

@@ -39,6 +39,13 @@ func Dir(stateDir, applicationID string, partition int32) string {
 	return filepath.Join(stateDir, applicationID, strconv.Itoa(int(partition)))
 }
 
+// NamedDir returns the directory of the named store name of one task:
+// {stateDir}/{applicationID}/{partition}.{name}, beside the task's default
+// store (Dir). The timer store is the named store "timers".
+func NamedDir(stateDir, applicationID string, partition int32, name string) string {
+	return Dir(stateDir, applicationID, partition) + "." + name
+}
+
 // Write is one committed state change: a put of Value, or a delete when
 // Delete is set.
 type Write struct {
@@ -74,6 +81,14 @@ type Options struct {
 	// within this process and is still closing. Default (zero)
 	// DefaultLockWait, 5s; negative: do not wait.
 	LockWait time.Duration
+	// Timers makes the store a timer store: every key is a TimerKey or
+	// StreamTimeKey and every value decodes (TimerValue, StreamTimeValue),
+	// or a write fails; every apply path (Apply, ApplyThrough,
+	// ApplyCheckpoint, ApplyRestored) keeps the index of timers by due
+	// time that Due and NextDue read, and StreamTime reports the stream
+	// time record. Recorded in the metadata: Open wipes a store created
+	// with the other setting.
+	Timers bool
 	// Logger receives Pebble's own log lines (errors at Error level,
 	// informational lines at Debug) and a line for every wipe of a store
 	// found unusable. Default: discard.
@@ -84,6 +99,8 @@ type Options struct {
 type meta struct {
 	Layout        int    `json:"layout"`
 	ApplicationID string `json:"application_id"`
+	// Timers: a timer store (Options.Timers); absent in other stores.
+	Timers bool `json:"timers,omitempty"`
 }
 
 // Store is one task's Pebble database.
@@ -98,6 +115,10 @@ type Store struct {
 	// next mirrors cp.Next for Next, which other goroutines call while
 	// the store's writer applies batches (-1: no checkpoint).
 	next atomic.Int64
+	// timers: a timer store; streamTime is its stream-time record.
+	timers        bool
+	streamTime    int64
+	hasStreamTime bool
 }
 
 // Open takes the exclusive lock of dir, then opens the store there. The
@@ -134,7 +155,7 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &Store{dir: dir, app: o.ApplicationID, logger: logger, lock: l}
+	st := &Store{dir: dir, app: o.ApplicationID, logger: logger, lock: l, timers: o.Timers}
 	if err := st.open(); err != nil {
 		l.release()
 		return nil, err
@@ -150,6 +171,11 @@ func (s *Store) open() error {
 		return err
 	}
 	if reason == "" {
+		if err := s.loadStreamTime(); err != nil {
+			s.db.Close()
+			s.db = nil
+			return err
+		}
 		return touch(s.dir)
 	}
 	if reason != "none" {
@@ -204,6 +230,8 @@ func (s *Store) check(db *pebble.DB) (string, Checkpoint, bool) {
 		return fmt.Sprintf("layout version %d, this version reads %d", m.Layout, Layout), Checkpoint{}, false
 	case m.ApplicationID != s.app:
 		return fmt.Sprintf("it belongs to application id %q, not %q", m.ApplicationID, s.app), Checkpoint{}, false
+	case m.Timers != s.timers:
+		return fmt.Sprintf("timer store %v, want %v", m.Timers, s.timers), Checkpoint{}, false
 	}
 	v, closer, err = db.Get(checkpointKey)
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -232,7 +260,7 @@ func (s *Store) create() error {
 	if err != nil {
 		return fmt.Errorf("store: opening %s: %w", s.dir, err)
 	}
-	m, _ := json.Marshal(meta{Layout: Layout, ApplicationID: s.app})
+	m, _ := json.Marshal(meta{Layout: Layout, ApplicationID: s.app, Timers: s.timers})
 	if err := db.Set(metaKey, m, pebble.Sync); err != nil {
 		db.Close()
 		return fmt.Errorf("store: writing the metadata of %s: %w", s.dir, err)
@@ -242,6 +270,7 @@ func (s *Store) create() error {
 		return err
 	}
 	s.db, s.cp, s.hasCP = db, Checkpoint{}, false
+	s.streamTime, s.hasStreamTime = 0, false
 	s.setNext()
 	return nil
 }
@@ -375,7 +404,25 @@ func (s *Store) Next() (int64, bool) {
 func (s *Store) apply(ws []Write, cp *Checkpoint, sync *pebble.WriteOptions) error {
 	b := s.db.NewBatch()
 	defer b.Close()
+	// written: the values of the keys written earlier in this batch, for
+	// the due index of a timer store (nil value: deleted).
+	var written map[string][]byte
+	if s.timers {
+		written = make(map[string][]byte, len(ws))
+	}
+	st, stSet := s.streamTime, s.hasStreamTime
 	for _, w := range ws {
+		if s.timers {
+			if err := s.applyTimer(b, w, written); err != nil {
+				return err
+			}
+			if bytes.Equal(w.Key, StreamTimeKey) {
+				st, stSet = 0, false
+				if !w.Delete {
+					st, stSet = DecodeStreamTime(w.Value)
+				}
+			}
+		}
 		var op *pebble.DeferredBatchOp
 		if w.Delete {
 			op = b.DeleteDeferred(1 + len(w.Key))
@@ -396,6 +443,31 @@ func (s *Store) apply(ws []Write, cp *Checkpoint, sync *pebble.WriteOptions) err
 	}
 	if err := b.Commit(sync); err != nil {
 		return fmt.Errorf("store: commit in %s: %w", s.dir, err)
+	}
+	s.streamTime, s.hasStreamTime = st, stSet
+	return nil
+}
+
+// applyTimer adds to b the due-index changes of w, a write to a timer
+// store, reading the key's value before w from written (the earlier
+// writes of the batch) or the database; then records w in written.
+func (s *Store) applyTimer(b *pebble.Batch, w Write, written map[string][]byte) error {
+	old, found := written[string(w.Key)]
+	if _, seen := written[string(w.Key)]; seen {
+		found = old != nil
+	} else {
+		var err error
+		if old, found, err = s.Get(w.Key); err != nil {
+			return err
+		}
+	}
+	if err := s.indexTimer(b, w, old, found); err != nil {
+		return err
+	}
+	if w.Delete {
+		written[string(w.Key)] = nil
+	} else {
+		written[string(w.Key)] = append(make([]byte, 0, len(w.Value)), w.Value...)
 	}
 	return nil
 }
@@ -444,6 +516,40 @@ func (s *Store) Range(fn func(key, value []byte) bool) error {
 		}
 	}
 	return it.Close()
+}
+
+// Scan calls fn for the keys k with lo <= k < hi (hi nil: no upper
+// bound), in ascending byte order, until fn returns false or an error,
+// which Scan returns. The slices are only valid during the call. It may
+// run concurrently with Get and other Scans.
+func (s *Store) Scan(lo, hi []byte, fn func(key, value []byte) (bool, error)) error {
+	o := &pebble.IterOptions{LowerBound: append([]byte{statePrefix}, lo...), UpperBound: stateUpper}
+	if hi != nil {
+		o.UpperBound = append([]byte{statePrefix}, hi...)
+	}
+	it, err := s.db.NewIter(o)
+	if err != nil {
+		return fmt.Errorf("store: scan %s: %w", s.dir, err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("store: scan %s: %w", s.dir, err)
+		}
+		more, err := fn(it.Key()[1:], v)
+		if err != nil {
+			it.Close()
+			return err
+		}
+		if !more {
+			break
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("store: scan %s: %w", s.dir, err)
+	}
+	return nil
 }
 
 // Close closes the database, marks the directory as used now (see Prune)

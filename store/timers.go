@@ -1,0 +1,216 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// StreamTimeKey is the key of the stream-time record in a timer store
+// (Options.Timers): its value is the task's stream time, 8 bytes, a Unix
+// time in milliseconds big endian (StreamTimeValue). It cannot collide
+// with a TimerKey: state keys are non-empty, so a TimerKey starts with a
+// uvarint >= 1, and a TimerKey is never this single byte.
+var StreamTimeKey = []byte{0x00}
+
+// dueLower and dueUpper bound the due index of a timer store: entry
+// 0x02, kind, due (sign bit flipped, big endian), TimerKey -> empty.
+var (
+	dueLower = []byte{0x02}
+	dueUpper = []byte{0x03}
+)
+
+// TimerKey returns the store (and changelog) key of the timer name of
+// stateKey: uvarint(len(stateKey)), stateKey, name.
+func TimerKey(stateKey []byte, name string) []byte {
+	b := make([]byte, 0, binary.MaxVarintLen64+len(stateKey)+len(name))
+	b = binary.AppendUvarint(b, uint64(len(stateKey)))
+	b = append(b, stateKey...)
+	return append(b, name...)
+}
+
+// DecodeTimerKey splits a TimerKey into its state key (a subslice of k)
+// and timer name; ok is false when k is not a TimerKey (StreamTimeKey,
+// or a length beyond k).
+func DecodeTimerKey(k []byte) (stateKey []byte, name string, ok bool) {
+	if bytes.Equal(k, StreamTimeKey) {
+		return nil, "", false
+	}
+	n, w := binary.Uvarint(k)
+	if w <= 0 || n > uint64(len(k)-w) {
+		return nil, "", false
+	}
+	end := w + int(n)
+	return k[w:end:end], string(k[end:]), true
+}
+
+// TimerValue returns the store (and changelog) value of a timer of kind
+// (the task/process TimeKind) due at due (Unix milliseconds): the kind
+// byte, then due as an int64 big endian. A cancel is a delete (a
+// changelog tombstone).
+func TimerValue(kind uint8, due int64) []byte {
+	b := make([]byte, 9)
+	b[0] = kind
+	binary.BigEndian.PutUint64(b[1:], uint64(due))
+	return b
+}
+
+// DecodeTimerValue decodes a TimerValue; ok is false unless v is 9 bytes.
+func DecodeTimerValue(v []byte) (kind uint8, due int64, ok bool) {
+	if len(v) != 9 {
+		return 0, 0, false
+	}
+	return v[0], int64(binary.BigEndian.Uint64(v[1:])), true
+}
+
+// StreamTimeValue returns the value of the StreamTimeKey record for stream
+// time ms (Unix milliseconds).
+func StreamTimeValue(ms int64) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(ms))
+}
+
+// DecodeStreamTime decodes a StreamTimeValue; ok is false unless v is 8
+// bytes.
+func DecodeStreamTime(v []byte) (ms int64, ok bool) {
+	if len(v) != 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(v)), true
+}
+
+// dueKey appends the index key of a timer to b. The due time's sign bit
+// is flipped so that the byte order of the index is the numeric order of
+// due times, negative ones included.
+func dueKey(b []byte, kind uint8, due int64, timerKey []byte) []byte {
+	b = append(b, dueLower[0], kind)
+	b = binary.BigEndian.AppendUint64(b, uint64(due)^(1<<63))
+	return append(b, timerKey...)
+}
+
+// indexTimer adds to b the due-index changes of the timer-store write w,
+// given the value the key holds before w (old, found), and checks that w
+// is a timer or stream-time record.
+func (s *Store) indexTimer(b *pebble.Batch, w Write, old []byte, found bool) error {
+	if bytes.Equal(w.Key, StreamTimeKey) {
+		if !w.Delete {
+			if _, ok := DecodeStreamTime(w.Value); !ok {
+				return fmt.Errorf("store: stream-time record in %s: value of %d bytes, want 8", s.dir, len(w.Value))
+			}
+		}
+		return nil
+	}
+	if _, _, ok := DecodeTimerKey(w.Key); !ok {
+		return fmt.Errorf("store: timer record in %s: key %q is neither a timer key nor the stream-time key", s.dir, w.Key)
+	}
+	var kind uint8
+	var due int64
+	if !w.Delete {
+		var ok bool
+		if kind, due, ok = DecodeTimerValue(w.Value); !ok {
+			return fmt.Errorf("store: timer record %q in %s: value of %d bytes, want 9", w.Key, s.dir, len(w.Value))
+		}
+	}
+	if found {
+		if bytes.Equal(old, w.Value) && !w.Delete {
+			return nil // a replay of the same record: the entry stands
+		}
+		if okind, odue, okv := DecodeTimerValue(old); okv {
+			if err := b.Delete(dueKey(nil, okind, odue, w.Key), nil); err != nil {
+				return err
+			}
+		}
+	}
+	if w.Delete {
+		return nil
+	}
+	return b.Set(dueKey(nil, kind, due, w.Key), nil, nil)
+}
+
+// Due calls fn for every timer of kind due at or before upTo (Unix
+// milliseconds), in ascending order of due time, then of TimerKey bytes
+// (for one state key: of timer name), until fn returns false or an error,
+// which Due returns. key is the timer's state key, valid only during the
+// call. The cost is one index seek plus the timers visited, whatever the
+// number of timers in the store. The store must have been opened with
+// Options.Timers.
+func (s *Store) Due(kind uint8, upTo int64, fn func(key []byte, name string, due int64) (bool, error)) error {
+	if !s.timers {
+		return fmt.Errorf("store: Due on %s, which is not a timer store", s.dir)
+	}
+	lower := []byte{dueLower[0], kind}
+	var upper []byte
+	if upTo == math.MaxInt64 {
+		upper = []byte{dueLower[0], kind + 1}
+		if kind == math.MaxUint8 {
+			upper = dueUpper
+		}
+	} else {
+		upper = dueKey(nil, kind, upTo+1, nil)
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return fmt.Errorf("store: due timers of %s: %w", s.dir, err)
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if len(k) < 10 {
+			it.Close()
+			return fmt.Errorf("store: due index of %s: short entry %q", s.dir, k)
+		}
+		due := int64(binary.BigEndian.Uint64(k[2:10]) ^ (1 << 63))
+		key, name, okk := DecodeTimerKey(k[10:])
+		if !okk {
+			it.Close()
+			return fmt.Errorf("store: due index of %s: bad timer key %q", s.dir, k[10:])
+		}
+		more, err := fn(key, name, due)
+		if err != nil {
+			it.Close()
+			return err
+		}
+		if !more {
+			break
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("store: due timers of %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// NextDue returns the earliest due time of the timers of kind, and false
+// when there is none: one index seek.
+func (s *Store) NextDue(kind uint8) (int64, bool, error) {
+	var next int64
+	var found bool
+	err := s.Due(kind, math.MaxInt64, func(_ []byte, _ string, due int64) (bool, error) {
+		next, found = due, true
+		return false, nil
+	})
+	return next, found, err
+}
+
+// StreamTime returns the stream time the store holds (the value of its
+// StreamTimeKey record), and false when it holds none.
+func (s *Store) StreamTime() (int64, bool) { return s.streamTime, s.hasStreamTime }
+
+// loadStreamTime reads the stream-time record into s.
+func (s *Store) loadStreamTime() error {
+	s.streamTime, s.hasStreamTime = 0, false
+	if !s.timers {
+		return nil
+	}
+	v, found, err := s.Get(StreamTimeKey)
+	if err != nil || !found {
+		return err
+	}
+	ms, ok := DecodeStreamTime(v)
+	if !ok {
+		return fmt.Errorf("store: stream-time record in %s: value of %d bytes, want 8", s.dir, len(v))
+	}
+	s.streamTime, s.hasStreamTime = ms, true
+	return nil
+}
