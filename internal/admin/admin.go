@@ -70,6 +70,8 @@ rebuild it from the replayed inputs) or --keep-state (replay onto it).
 
 Prints the committed state of KEY in application APP, read from its
 changelog partition up to the last stable offset (exit 1 if absent).
+--store NAME reads a named store of APP instead, from its changelog
+{APP}-{NAME}-changelog; describe APP lists the stores.
 `,
 }
 

@@ -1,0 +1,81 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/changelog"
+	"github.com/flechtwerk/flechtwerk/internal/admin"
+	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
+	"github.com/flechtwerk/flechtwerk/store"
+)
+
+// TestDescribeAndStateGetCoverStores: describe lists the changelog of
+// every named store and of the timer store, leaving out the changelog of
+// another application whose name extends this one's (its group exists);
+// state get --store reads a named store's committed state.
+func TestDescribeAndStateGetCoverStores(t *testing.T) {
+	ctx := context.Background()
+	c := kafkatest.New(t)
+	id := kafkatest.Name("app")
+	for _, tp := range []string{changelog.Topic(id), changelog.StoreTopic(id, "counts"), changelog.TimersTopic(id), changelog.Topic(id + "-other")} {
+		c.CreateTopic(t, tp, 2)
+	}
+	// The other application's group, committed on its changelog's name
+	// (any topic will do).
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: changelog.Topic(id + "-other"), Partition: 0, At: 0})
+	_, err := c.Adm.CommitOffsets(ctx, id+"-other", offs)
+	require.NoError(t, err)
+	c.Produce(t,
+		&kgo.Record{Topic: changelog.Topic(id), Partition: 0, Key: []byte("k"), Value: []byte("1")},
+		&kgo.Record{Topic: changelog.StoreTopic(id, "counts"), Partition: 1, Key: []byte("k"), Value: []byte(`{"n":7}`)},
+		&kgo.Record{Topic: changelog.StoreTopic(id, "counts"), Partition: 1, Key: []byte("gone"), Value: []byte("1")},
+		&kgo.Record{Topic: changelog.StoreTopic(id, "counts"), Partition: 1, Key: []byte("gone")},
+		&kgo.Record{Topic: changelog.TimersTopic(id), Partition: 1, Key: store.TimerKey([]byte("k"), "t"), Value: store.TimerValue(1, 5)},
+	)
+
+	r := cli(t, c, "", "describe", id, "--json")
+	require.Equal(t, admin.ExitOK, r.code, r.stderr)
+	var d admin.Description
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &d))
+	require.True(t, d.Changelog.Exists)
+	require.Len(t, d.Stores, 2)
+	require.Equal(t, "counts", d.Stores[0].Store)
+	require.Equal(t, changelog.StoreTopic(id, "counts"), d.Stores[0].Topic)
+	require.Len(t, d.Stores[0].Partitions, 2)
+	require.Equal(t, int64(3), d.Stores[0].Records)
+	require.Equal(t, "timers", d.Stores[1].Store)
+	require.Equal(t, int64(1), d.Stores[1].Records)
+	require.Contains(t, d.Notes, "topic "+changelog.Topic(id+"-other")+" is taken for the changelog of application "+id+"-other (a group of that name exists), not of a store \"other\" of "+id)
+
+	h := cli(t, c, "", "describe", id)
+	require.Equal(t, admin.ExitOK, h.code, h.stderr)
+	require.Contains(t, h.stdout, "Store counts, changelog "+changelog.StoreTopic(id, "counts")+": 2 partition(s), 3 offsets")
+	require.Contains(t, h.stdout, "Store timers, changelog "+changelog.TimersTopic(id)+": 2 partition(s), 1 offsets")
+
+	r = cli(t, c, "", "state", "get", "--json", "--store", "counts", "--partition", "1", id, "k")
+	require.Equal(t, admin.ExitOK, r.code, r.stderr)
+	var sv admin.StateValue
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &sv))
+	require.Equal(t, "counts", sv.Store)
+	require.Equal(t, changelog.StoreTopic(id, "counts"), sv.Topic)
+	require.JSONEq(t, `{"n":7}`, string(sv.Value))
+
+	r = cli(t, c, "", "state", "get", "--store", "counts", "--partition", "1", id, "gone")
+	require.Equal(t, admin.ExitError, r.code, "a deleted key has no state")
+	require.Contains(t, r.stderr, "has no committed state in "+changelog.StoreTopic(id, "counts"))
+	r = cli(t, c, "", "state", "get", "--store", "nope", id, "k")
+	require.Equal(t, admin.ExitError, r.code)
+	require.Contains(t, r.stderr, `store "nope" does not exist`)
+	r = cli(t, c, "", "state", "get", "--store", "Bad", id, "k")
+	require.Equal(t, admin.ExitUsage, r.code)
+	r = cli(t, c, "", "state", "get", "--partition", "0", id, "k")
+	require.Equal(t, admin.ExitOK, r.code, r.stderr)
+	require.Equal(t, "1\n", r.stdout, "the default store is unchanged")
+}
