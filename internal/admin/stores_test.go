@@ -79,3 +79,38 @@ func TestDescribeAndStateGetCoverStores(t *testing.T) {
 	require.Equal(t, admin.ExitOK, r.code, r.stderr)
 	require.Equal(t, "1\n", r.stdout, "the default store is unchanged")
 }
+
+// TestResetStateDeletesEveryStore: reset --state deletes the changelog of
+// every store of the application with the default one (a timer or named
+// store left behind would come back on the next start), and leaves the
+// changelog of another application whose name extends this one's.
+func TestResetStateDeletesEveryStore(t *testing.T) {
+	ctx := context.Background()
+	c := kafkatest.New(t)
+	id, in := kafkatest.Name("app"), kafkatest.Name("in")
+	c.CreateTopic(t, in, 1)
+	own := []string{changelog.Topic(id), changelog.StoreTopic(id, "counts"), changelog.TimersTopic(id)}
+	other := changelog.Topic(id + "-other")
+	for _, tp := range append(own, other) {
+		c.CreateTopic(t, tp, 1)
+	}
+	for _, g := range []string{id, id + "-other"} {
+		var offs kadm.Offsets
+		offs.Add(kadm.Offset{Topic: in, Partition: 0, At: 0})
+		_, err := c.Adm.CommitOffsets(ctx, g, offs)
+		require.NoError(t, err)
+	}
+	r := cli(t, c, "", "reset", id, "--state", "--yes")
+	require.Equal(t, admin.ExitOK, r.code, r.stderr)
+	for _, tp := range own {
+		require.Contains(t, r.stdout, "deleted topic "+tp)
+	}
+	require.NotContains(t, r.stdout, "deleted topic "+other)
+	td, err := c.Adm.ListTopics(ctx, append(own, other)...)
+	require.NoError(t, err)
+	for _, tp := range own {
+		d, ok := td[tp]
+		require.True(t, !ok || d.Err != nil, "%s deleted", tp)
+	}
+	require.NoError(t, td[other].Err, "the other application's changelog stays")
+}
