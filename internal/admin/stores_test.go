@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -39,6 +40,14 @@ func TestDescribeAndStateGetCoverStores(t *testing.T) {
 		&kgo.Record{Topic: changelog.StoreTopic(id, "counts"), Partition: 1, Key: []byte("gone")},
 		&kgo.Record{Topic: changelog.TimersTopic(id), Partition: 1, Key: store.TimerKey([]byte("k"), "t"), Value: store.TimerValue(1, 5)},
 	)
+	c.Produce(t,
+		&kgo.Record{Topic: changelog.TimersTopic(id), Partition: 1, Key: store.TimerKey([]byte("k"), "\x00ttl"), Value: store.TimerValue(2, 9000)},
+		&kgo.Record{Topic: changelog.TimersTopic(id), Partition: 1, Key: store.TimerKey([]byte("k"), "c"), Value: store.TimerValue(1, 1)},
+		&kgo.Record{Topic: changelog.TimersTopic(id), Partition: 1, Key: store.TimerKey([]byte("k"), "c")},
+		&kgo.Record{Topic: changelog.TimersTopic(id), Partition: 1, Key: store.TimerKey([]byte("kk"), "t"), Value: store.TimerValue(1, 2)},
+		&kgo.Record{Topic: changelog.TimersTopic(id), Partition: 1, Key: store.TimerKey([]byte("k"), "t"), Value: store.TimerValue(1, 7)},
+		&kgo.Record{Topic: changelog.TimersTopic(id), Partition: 1, Key: store.StreamTimeKey, Value: store.StreamTimeValue(6)},
+	)
 
 	r := cli(t, c, "", "describe", id, "--json")
 	require.Equal(t, admin.ExitOK, r.code, r.stderr)
@@ -51,13 +60,13 @@ func TestDescribeAndStateGetCoverStores(t *testing.T) {
 	require.Len(t, d.Stores[0].Partitions, 2)
 	require.Equal(t, int64(3), d.Stores[0].Records)
 	require.Equal(t, "timers", d.Stores[1].Store)
-	require.Equal(t, int64(1), d.Stores[1].Records)
+	require.Equal(t, int64(7), d.Stores[1].Records)
 	require.Contains(t, d.Notes, "topic "+changelog.Topic(id+"-other")+" is taken for the changelog of application "+id+"-other (a group of that name exists), not of a store \"other\" of "+id)
 
 	h := cli(t, c, "", "describe", id)
 	require.Equal(t, admin.ExitOK, h.code, h.stderr)
 	require.Contains(t, h.stdout, "Store counts, changelog "+changelog.StoreTopic(id, "counts")+": 2 partition(s), 3 offsets")
-	require.Contains(t, h.stdout, "Store timers, changelog "+changelog.TimersTopic(id)+": 2 partition(s), 1 offsets")
+	require.Contains(t, h.stdout, "Store timers, changelog "+changelog.TimersTopic(id)+": 2 partition(s), 7 offsets")
 
 	r = cli(t, c, "", "state", "get", "--json", "--store", "counts", "--partition", "1", id, "k")
 	require.Equal(t, admin.ExitOK, r.code, r.stderr)
@@ -75,6 +84,31 @@ func TestDescribeAndStateGetCoverStores(t *testing.T) {
 	require.Contains(t, r.stderr, `store "nope" does not exist`)
 	r = cli(t, c, "", "state", "get", "--store", "Bad", id, "k")
 	require.Equal(t, admin.ExitUsage, r.code)
+	// The pending timers of k: replaced, cancelled and other keys' left
+	// out, in due order.
+	r = cli(t, c, "", "state", "timers", "--json", "--partition", "1", id, "k")
+	require.Equal(t, admin.ExitOK, r.code, r.stderr)
+	var tl admin.TimerList
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &tl))
+	require.Equal(t, changelog.TimersTopic(id), tl.Topic)
+	require.NotNil(t, tl.StreamTime)
+	require.Equal(t, int64(6), *tl.StreamTime)
+	require.Len(t, tl.Timers, 2)
+	require.Equal(t, admin.TimerRecord{Name: "t", Kind: "event", DueMs: 7, Due: time.UnixMilli(7).UTC()}, tl.Timers[0])
+	require.Equal(t, "\x00ttl", tl.Timers[1].Name)
+	require.Equal(t, "wall", tl.Timers[1].Kind)
+	require.Equal(t, int64(9000), tl.Timers[1].DueMs)
+	r = cli(t, c, "", "state", "timers", "--partition", "1", id, "k")
+	require.Equal(t, admin.ExitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "(ttl)")
+	require.Contains(t, r.stdout, "1970-01-01T00:00:09Z")
+	r = cli(t, c, "", "state", "timers", "--json", "--partition", "0", id, "k")
+	require.Equal(t, admin.ExitOK, r.code, r.stderr)
+	var tl0 admin.TimerList
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &tl0))
+	require.Empty(t, tl0.Timers, "no timers on partition 0")
+	require.Nil(t, tl0.StreamTime)
+
 	r = cli(t, c, "", "state", "get", "--partition", "0", id, "k")
 	require.Equal(t, admin.ExitOK, r.code, r.stderr)
 	require.Equal(t, "1\n", r.stdout, "the default store is unchanged")
