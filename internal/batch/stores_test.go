@@ -287,10 +287,10 @@ func TestRunTimersSetInBatch(t *testing.T) {
 		wantLog: []string{"a:rec 1@90", "a:rec 3@160", "a:fire t@300", "b:rec 2@150", "b:rec 4@300"},
 		wantOps: []process.TimerOp{{Timer: timer("a", "t", process.EventTime, 200), Cancel: true}},
 	}, {
-		name:   "a callback re-setting its timer in the past fires once per batch; the re-set stays",
-		timers: []process.Timer{timer("a", "t", process.EventTime, 10)},
-		recs:   []*kgo.Record{trec(0, "a", "1", 100)},
-		onFire: func(process.Timer) []process.TimerOp { return []process.TimerOp{set("a", "t", 20)} },
+		name:    "a callback re-setting its timer in the past fires once per batch; the re-set stays",
+		timers:  []process.Timer{timer("a", "t", process.EventTime, 10)},
+		recs:    []*kgo.Record{trec(0, "a", "1", 100)},
+		onFire:  func(process.Timer) []process.TimerOp { return []process.TimerOp{set("a", "t", 20)} },
 		wantLog: []string{"a:rec 1@100", "a:fire t@100"},
 		wantOps: []process.TimerOp{set("a", "t", 20)},
 	}, {
@@ -345,7 +345,9 @@ func TestRunTimersSetInBatch(t *testing.T) {
 }
 
 func TestRunStoresReadsAndWrites(t *testing.T) {
-	put := func(key, v string) process.StoreWrite { return process.StoreWrite{Store: 1, Key: []byte(key), Value: []byte(v)} }
+	put := func(key, v string) process.StoreWrite {
+		return process.StoreWrite{Store: 1, Key: []byte(key), Value: []byte(v)}
+	}
 	v := &memView{stores: map[int]map[string]string{
 		process.DefaultStore: {"a": "A0", "b": "B0", "c": "C0"},
 		1:                    {"x": "x0", "y": "y0"},
