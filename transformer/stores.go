@@ -214,10 +214,10 @@ type storesCfg struct {
 	// stateCodec is the stage's Codec[S] (nil: stateless).
 	stateCodec any
 	stores     []*storeBase
-	specs   []process.StoreSpec
-	ttl     time.Duration
-	ttlKind TimeKind
-	timers  bool
+	specs      []process.StoreSpec
+	ttl        time.Duration
+	ttlKind    TimeKind
+	timers     bool
 }
 
 // index returns the index of b among the stage's stores, -1 when it does

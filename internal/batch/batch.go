@@ -101,8 +101,10 @@ type Result struct {
 	// of the stream time before it (Params.View) and the timestamps of
 	// its input records.
 	StreamTime int64
-	// Fired is how many timers fired.
-	Fired int
+	// Fired is how many timers fired; FiredTimers are they, in bucket
+	// order, then firing order.
+	Fired       int
+	FiredTimers []process.Timer
 }
 
 // bucket is the records of one state key.
