@@ -159,8 +159,10 @@ func Stores(stores ...StoreDef) Opt {
 // then the state is deleted: a tombstone on the changelog, in the task's
 // transaction with the callback's outputs. The expiry is a timer of the
 // key: the sweep costs one index seek per batch plus the expired keys,
-// never a scan of the store. d must be positive; a stateless stage has no
-// state to expire (Validate reports both).
+// never a scan of the store. The key's own timers (SetTimer) outlive its
+// expiry: their callback then gets no state (Emitter.HadState is false).
+// d must be positive; a stateless stage has no state to expire (Validate
+// reports both).
 func StateTTL(d time.Duration, kind TimeKind) Opt {
 	return optFunc(func(c *cfg) { c.ttl, c.ttlKind, c.ttlSet = d, kind, true })
 }
