@@ -284,6 +284,12 @@ func buildStores(c cfg, hasTimer, hasExpire, stateless bool) (*storesCfg, error)
 		if hasExpire {
 			errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "OnExpire", "a stateless stage has no state to expire"))
 		}
+		for _, b := range sc.stores {
+			if b.ttl > 0 {
+				errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, fmt.Sprintf("store %q", b.name),
+					"a StoreTTL expiry is a timer, which needs a stateful stage (its records' state keys)"))
+			}
+		}
 	} else if hasExpire && !c.ttlSet {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "OnExpire", "OnExpire runs when state expires: it needs StateTTL"))
 	}

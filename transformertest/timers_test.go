@@ -271,6 +271,12 @@ func TestStoresValidate(t *testing.T) {
 		require.ErrorIs(t, err, flechtwerk.ErrInvalidTransformer)
 		require.ErrorContains(t, err, "stateless stage has no state to expire")
 	})
+	t.Run("stateless with a TTL store", func(t *testing.T) {
+		err := transformer.Stateless(func(context.Context, *transformer.Record, *transformer.Outputs) error { return nil },
+			transformer.Stores(transformer.NewStore[int]("a", nil, transformer.StoreTTL(time.Second, transformer.EventTime)))).Validate()
+		require.ErrorIs(t, err, flechtwerk.ErrInvalidTransformer)
+		require.ErrorContains(t, err, "needs a stateful stage")
+	})
 }
 
 func TestTimerMisuseFailsTheCall(t *testing.T) {
@@ -338,4 +344,49 @@ func TestPlainStageStaysPlain(t *testing.T) {
 	require.True(t, isStores, "a Transformer with OnTimer has timers")
 	require.True(t, sp.Timers())
 	require.Empty(t, sp.Stores())
+}
+
+func TestStatelessStoreDedupe(t *testing.T) {
+	seen := transformer.NewStore("seen", transformer.String())
+	st := transformer.Stateless(func(_ context.Context, rec *transformer.Record, out *transformer.Outputs) error {
+		if _, dup, err := seen.Get(out, rec.Value); err != nil || dup {
+			return err
+		}
+		if string(rec.Value) == "reset" {
+			// Delete every id but "keep"; the call's own deletes hide them
+			// from its own Range at once.
+			if err := seen.Range(out, nil, nil, func(k []byte, _ string) bool {
+				if string(k) != "keep" {
+					seen.Delete(out, k)
+				}
+				return true
+			}); err != nil {
+				return err
+			}
+			var left []string
+			if err := seen.Prefix(out, nil, func(k []byte, _ string) bool { left = append(left, string(k)); return true }); err != nil {
+				return err
+			}
+			out.Send("left", nil, []byte(strings.Join(left, ",")))
+			return nil
+		}
+		out.Send("unique", nil, rec.Value)
+		return seen.Put(out, rec.Value, string(rec.Key))
+	}, transformer.Stores(seen))
+	d, err := transformertest.New(st)
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = d.Process(ctx, at("in", "", "a", t0), at("in", "", "keep", t0), at("in", "", "a", t0), at("in", "", "b", t0))
+	require.NoError(t, err)
+	_, err = d.Process(ctx, at("in", "", "b", t0), at("in", "", "reset", t0), at("in", "", "a", t0))
+	require.NoError(t, err)
+	var outs []string
+	for _, o := range d.Outputs() {
+		outs = append(outs, o.Topic+":"+string(o.Value))
+	}
+	// One bucket (no key): every record sees the writes of the earlier ones.
+	require.Equal(t, []string{"unique:a", "unique:keep", "unique:b", "left:keep", "unique:a"}, outs)
+	got, err := transformertest.StoreState(d, 0, seen)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"a": "", "keep": ""}, got)
 }

@@ -52,11 +52,14 @@ type Params struct {
 	// open transaction before the batch began. Its StreamTime is the
 	// task's stream time before the batch and its Now the batch's
 	// wall-clock time. Required for a process.Stores processor; a plain
-	// Processor never reads it.
+	// Processor never reads it. Its Get and Scan are called concurrently
+	// from the buckets; nothing else writes the state while Run runs.
 	View process.State
 	// Due calls fn for the timers of kind whose Due <= upTo, committed or
 	// written by the open transaction, ascending by (Due, Key, Name),
-	// until fn returns false or an error. Nil: no timer fires.
+	// until fn returns false or an error. Nil: no timer fires. Run calls
+	// it twice (EventTime up to the stream time after the batch,
+	// WallClock up to View.Now) before any bucket runs.
 	Due func(kind process.TimeKind, upTo int64, fn func(t process.Timer) (bool, error)) error
 
 	// sx is the batch's stores and timers, set by Run for a

@@ -327,7 +327,9 @@ func (x *storesBucket) apply(bk *bucket, res stage.Result) {
 		if x.over == nil {
 			x.over = make(map[overKey]overVal)
 		}
-		x.over[overKey{w.Store, string(w.Key)}] = overVal{value: w.Value, del: w.Delete}
+		// StoreWrite.Store indexes the named stores; State's store
+		// argument counts the default store first.
+		x.over[overKey{w.Store + 1, string(w.Key)}] = overVal{value: w.Value, del: w.Delete}
 		x.writes = append(x.writes, w)
 	}
 	for _, op := range res.Timers {
