@@ -390,3 +390,63 @@ func TestStatelessStoreDedupe(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"a": "", "keep": ""}, got)
 }
+
+func TestRangeStateAndPeriodicTimer(t *testing.T) {
+	st := transformer.New(func(_ context.Context, rec *transformer.Record, n int, out *transformer.Emitter[int]) error {
+		if string(rec.Value) == "del" {
+			out.DeleteState()
+		} else {
+			out.SetState(n + 1)
+		}
+		var seen []string
+		if err := out.RangeState([]byte("k"), []byte("l"), func(k []byte, s int) bool {
+			seen = append(seen, fmt.Sprintf("%s=%d", k, s))
+			return true
+		}); err != nil {
+			return err
+		}
+		out.Send("range", rec.Key, []byte(strings.Join(seen, ",")))
+		if string(rec.Key) == "k1" && !out.HadState() {
+			out.SetTimer("every-minute", rec.Timestamp.Add(time.Minute))
+		}
+		return nil
+	}, transformer.OnTimer(func(_ context.Context, tm transformer.Timer, n int, out *transformer.Emitter[int]) error {
+		// A periodic timer: each firing sets the next.
+		out.SetState(n + 100)
+		out.SetTimer(tm.Name, tm.Due.Add(time.Minute))
+		return nil
+	}))
+	d, err := transformertest.New(st)
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = d.Process(ctx, at("in", "k1", "", t0), at("in", "k2", "", t0), at("in", "x", "", t0))
+	require.NoError(t, err)
+	b, err := d.Process(ctx, at("in", "k2", "del", t0), at("in", "k3", "", t0))
+	require.NoError(t, err)
+	var got []string
+	for _, o := range b.Outputs {
+		got = append(got, string(o.Key)+": "+string(o.Value))
+	}
+	require.Equal(t, []string{
+		"k2: k1=1",           // its own delete hides it
+		"k3: k1=1,k2=1,k3=1", // k2's delete is another bucket's: invisible; its own put shows
+	}, got)
+
+	// Stream time 2m30s past: the periodic timer fires at +1m and +2m.
+	// Each firing sets the next, due in the past, which waits for the
+	// next batch (a timer fires at most once per batch).
+	b, err = d.AdvanceStreamTime(ctx, t0.Add(150*time.Second))
+	require.NoError(t, err)
+	require.Len(t, b.Fired, 1)
+	b, err = d.Tick(ctx)
+	require.NoError(t, err)
+	require.Len(t, b.Fired, 1)
+	require.True(t, t0.Add(2*time.Minute).Equal(b.Fired[0].Due))
+	b, err = d.Tick(ctx)
+	require.NoError(t, err)
+	require.Empty(t, b.Fired)
+	n, _, err := transformertest.State[int](d, 0, []byte("k1"))
+	require.NoError(t, err)
+	require.Equal(t, 201, n)
+	require.True(t, t0.Add(3*time.Minute).Equal(d.Timers(0, []byte("k1"))[0].Due))
+}
