@@ -131,7 +131,9 @@
 // reads are deterministic. When calls of several state keys of a batch
 // write the same store key, the last in bucket order wins: state keys by
 // their first record, then keys with only timers by their earliest due
-// timer.
+// timer. A store key's expiry (StoreTTL) is the exception: it loses to
+// any other state key's write of that store key in the same batch, so a
+// key that keeps being written never expires.
 //
 // Timers fire per key, in that key's place, as if the task processed
 // records one at a time in run order (input topic, then offset):

@@ -108,11 +108,12 @@ func (f storeOpt) applyStore(b *storeBase) { f(b) }
 // clock: the batch's time), a Delete disarms it. An expired key is
 // deleted in a transaction (a tombstone on the store's changelog). The
 // expiry is a timer of the store key (a state key of the task), so the
-// stage keeps a timer store; it fires in that key's place. A Put of the
-// key by another state key's call in the very batch in which its expiry
-// fires follows the dedupe rule of Store: the later in bucket order wins,
-// and the expiry of a key without records of its own comes last. d must
-// be positive.
+// stage keeps a timer store; it fires in that key's place. A key that
+// keeps being written never expires: an expiry loses to a write (Put or
+// Delete) of the same store key by another state key's call of the very
+// batch in which it fires, whatever their order in the batch; the expiry
+// then deletes nothing and that write's re-arming (or disarming) stands.
+// d must be positive.
 func StoreTTL(d time.Duration, kind TimeKind) StoreOpt {
 	return storeOpt(func(b *storeBase) {
 		b.ttl, b.ttlKind = d, kind

@@ -43,7 +43,10 @@
 //     state like a record's.
 //   - Result.StoreWrites and Result.Timers keep the last write per store
 //     and key, and the last operation per key and name, of the buckets
-//     taken in bucket order (then call order).
+//     taken in bucket order (then call order), except that a store key's
+//     expiry (a fired timer named "\x00ttl:" + store) loses to a write of
+//     that store key by any other bucket: its delete, its cancel and its
+//     FiredTimers entry are dropped, so the write and its re-arming stand.
 //
 // It is called by package task (state read from the task's store) and by
 // package transformertest (state read from its in-memory map), so the test
