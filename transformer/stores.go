@@ -224,7 +224,10 @@ type storesCfg struct {
 	specs      []process.StoreSpec
 	ttl        time.Duration
 	ttlKind    TimeKind
-	timers     bool
+	// timers: the stage keeps timers (a callback or a TTL); callback:
+	// it has a timer callback, which user timers (SetTimer) need.
+	timers   bool
+	callback bool
 }
 
 // index returns the index of b among the stage's stores, -1 when it does
@@ -246,7 +249,7 @@ func buildStores(c cfg, hasTimer, hasExpire, stateless bool) (*storesCfg, error)
 		return nil, nil
 	}
 	var errs []error
-	sc := &storesCfg{timers: hasTimer}
+	sc := &storesCfg{timers: hasTimer, callback: hasTimer}
 	seen := map[string]bool{}
 	for i, d := range c.stores {
 		if d == nil || isNilStore(d) {
@@ -615,7 +618,7 @@ func (e *Emitter[S]) setTimer(name string, kind TimeKind, at time.Time) {
 func (e *Emitter[S]) timerCall(name, field string) *call {
 	c := e.call
 	switch {
-	case c == nil || !c.sc.timers || c.key == nil:
+	case c == nil || !c.sc.callback || c.key == nil:
 		e.fail(flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, field,
 			"timer %q: the stage has no timer callback (give it an OnTimer method or the OnTimer option)", name))
 		return nil

@@ -288,6 +288,8 @@ func TestTimerMisuseFailsTheCall(t *testing.T) {
 	}{
 		{"no callback", func(out *transformer.Emitter[int]) { out.SetTimer("t", t0) }, []transformer.Opt{transformer.Stores()}, "no timer callback"},
 		{"plain stage", func(out *transformer.Emitter[int]) { out.SetTimer("t", t0) }, nil, "no timer callback"},
+		{"state TTL only", func(out *transformer.Emitter[int]) { out.SetTimer("t", t0) }, []transformer.Opt{transformer.StateTTL(time.Hour, transformer.EventTime)}, "no timer callback"},
+		{"store TTL only", func(out *transformer.Emitter[int]) { out.SetWallTimer("t", t0) }, []transformer.Opt{transformer.Stores(transformer.NewStore[int]("s", nil, transformer.StoreTTL(time.Hour, transformer.WallClock)))}, "no timer callback"},
 		{"reserved name", func(out *transformer.Emitter[int]) { out.SetTimer("\x00x", t0) }, []transformer.Opt{transformer.OnTimer(func(context.Context, transformer.Timer, int, *transformer.Emitter[int]) error { return nil })}, "must not be empty nor start with 0x00"},
 		{"empty name", func(out *transformer.Emitter[int]) { out.CancelTimer("") }, []transformer.Opt{transformer.OnTimer(func(context.Context, transformer.Timer, int, *transformer.Emitter[int]) error { return nil })}, "must not be empty"},
 	} {
