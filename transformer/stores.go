@@ -48,6 +48,13 @@ const (
 // the store's changelog topic.
 var storeNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
+// reservedStoreNames are the names the store layer keeps for itself, and
+// why: a named store's directory is {partition}.{name}.
+var reservedStoreNames = map[string]string{
+	"timers": "it names the stage's timer store",
+	"lock":   "{partition}.lock is the lock file of the default store",
+}
+
 // Store is a named key-value store of a stage, beside the per-key state
 // of its transform: values of type V, encoded by its codec, under any key
 // of the task's partition. Declare it with NewStore, list it in the
@@ -125,8 +132,8 @@ func StoreTTL(d time.Duration, kind TimeKind) StoreOpt {
 
 // NewStore declares a named store of values of V encoded by codec (nil:
 // JSON). The name must match ^[a-z0-9][a-z0-9_-]{0,63}$ and must not be
-// "timers" (reserved): a bad name is reported by the Validate of every
-// stage listing the store.
+// "timers" or "lock" (reserved by the store layer): a bad name is
+// reported by the Validate of every stage listing the store.
 func NewStore[V any](name string, codec Codec[V], opts ...StoreOpt) *Store[V] {
 	if codec == nil {
 		codec = JSON[V]()
@@ -259,8 +266,8 @@ func buildStores(c cfg, hasTimer, hasExpire, stateless bool) (*storesCfg, error)
 		b := d.storeDef()
 		field := fmt.Sprintf("store %q", b.name)
 		switch {
-		case b.name == "timers":
-			errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, field, "the name \"timers\" is reserved for the stage's timers"))
+		case reservedStoreNames[b.name] != "":
+			errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, field, "the name %q is reserved: %s", b.name, reservedStoreNames[b.name]))
 		case !storeNameRE.MatchString(b.name):
 			errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, field, "a store name must match %s (it names a directory and the changelog topic)", storeNameRE))
 		case seen[b.name]:

@@ -248,6 +248,7 @@ func TestStoresValidate(t *testing.T) {
 	}{
 		{"bad name", []transformer.Opt{transformer.Stores(transformer.NewStore[int]("Bad Name", nil))}, `store "Bad Name": a store name must match`},
 		{"reserved name", []transformer.Opt{transformer.Stores(transformer.NewStore[int]("timers", nil))}, `"timers" is reserved`},
+		{"reserved name lock", []transformer.Opt{transformer.Stores(transformer.NewStore[int]("lock", nil))}, `"lock" is reserved`},
 		{"duplicate", []transformer.Opt{transformer.Stores(transformer.NewStore[int]("a", nil), transformer.NewStore[string]("a", nil))}, "listed twice"},
 		{"nil store", []transformer.Opt{transformer.Stores((*transformer.Store[int])(nil))}, "store 0 is nil"},
 		{"store TTL", []transformer.Opt{transformer.Stores(transformer.NewStore[int]("a", nil, transformer.StoreTTL(0, transformer.EventTime)))}, "StoreTTL: the TTL must be positive"},
