@@ -38,6 +38,11 @@
 //     set again by its callback at a passed time, it fires in the next
 //     batch. A fired timer is cancelled unless a later call sets it again.
 //     Timer operations on other keys take effect for later batches only.
+//   - Bound: of the due timers of keys without records, a batch takes at
+//     most Params.MaxTimers (DefaultMaxTimers), the earliest due (event
+//     time before wall clock); the rest fire in later batches and
+//     Result.MoreDue asks for one at once. Keys with records keep all
+//     their due timers, so the order above holds for them.
 //   - A timer callback's outputs without a timestamp get the timer's Due
 //     (event time) or View.Now (wall clock); its Op applies to its key's
 //     state like a record's.

@@ -63,14 +63,31 @@ func (sx *storesBatch) streamBefore(i int) int64 {
 
 // collectDue hands the timers due by the batch's end to the buckets of
 // their keys, adding a bucket (after the record buckets, ordered by their
-// first due timer) for a key without records.
-func (sx *storesBatch) collectDue(byKey map[string]*bucket, buckets []*bucket) ([]*bucket, error) {
+// first due timer) for a key without records. Of the timers of keys
+// without records it takes the first limit (see Params.MaxTimers), in due
+// order per kind (event time first); more reports that it left some.
+func (sx *storesBatch) collectDue(byKey map[string]*bucket, buckets []*bucket, limit int) (_ []*bucket, more bool, _ error) {
 	if !sx.sp.Timers() || sx.due == nil {
-		return buckets, nil
+		return buckets, false, nil
 	}
-	var only []*bucket
+	if limit == 0 {
+		limit = DefaultMaxTimers
+	}
+	var (
+		only  []*bucket
+		taken int
+	)
 	collect := func(t process.Timer) (bool, error) {
 		bk := byKey[string(t.Key)]
+		if bk == nil || len(sx.xs[bk].pos) == 0 {
+			if limit > 0 && taken >= limit {
+				more = true
+				// The record buckets' timers may come later; without
+				// records, stop here.
+				return len(buckets) > 0, nil
+			}
+			taken++
+		}
 		if bk == nil {
 			bk = &bucket{key: bytes.Clone(t.Key)}
 			sx.xs[bk] = &storesBucket{sx: sx, first: t.Due}
@@ -84,10 +101,10 @@ func (sx *storesBatch) collectDue(byKey map[string]*bucket, buckets []*bucket) (
 		return true, nil
 	}
 	if err := sx.due(process.EventTime, sx.end, collect); err != nil {
-		return nil, fmt.Errorf("%s: reading due timers: %w", sx.name, err)
+		return nil, false, fmt.Errorf("%s: reading due timers: %w", sx.name, err)
 	}
 	if err := sx.due(process.WallClock, sx.nowMs, collect); err != nil {
-		return nil, fmt.Errorf("%s: reading due timers: %w", sx.name, err)
+		return nil, false, fmt.Errorf("%s: reading due timers: %w", sx.name, err)
 	}
 	slices.SortStableFunc(only, func(a, b *bucket) int {
 		if c := cmp.Compare(sx.xs[a].first, sx.xs[b].first); c != 0 {
@@ -95,7 +112,7 @@ func (sx *storesBatch) collectDue(byKey map[string]*bucket, buckets []*bucket) (
 		}
 		return bytes.Compare(a.key, b.key)
 	})
-	return append(buckets, only...), nil
+	return append(buckets, only...), more, nil
 }
 
 // merge adds the buckets' store writes and timer operations to res, the
