@@ -1,6 +1,9 @@
 package transformer
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // ProcessError is the error of one input record: its transform (or its
 // state-key function, or the state codec) failed, or a stateful transformer
@@ -23,3 +26,25 @@ func (e *ProcessError) Error() string {
 
 // Unwrap returns Err.
 func (e *ProcessError) Unwrap() error { return e.Err }
+
+// TimerError is the error of a timer's callback (OnTimer, or OnExpire of
+// a state TTL): it failed or panicked (Err is then a
+// *flechtwerk.PanicError with the stack). The batch of the timer's task
+// was not committed: the timer is still set and fires again when the task
+// runs again, with the batch's records redelivered.
+type TimerError struct {
+	Partition int32
+	// Key is the state key the timer belongs to.
+	Key  []byte
+	Name string
+	Due  time.Time
+	Err  error
+}
+
+func (e *TimerError) Error() string {
+	return fmt.Sprintf("transformer: timer %q of key %q (partition %d, due %s) failed: %v; batch aborted, offsets not advanced",
+		e.Name, e.Key, e.Partition, e.Due.UTC().Format(time.RFC3339Nano), e.Err)
+}
+
+// Unwrap returns Err.
+func (e *TimerError) Unwrap() error { return e.Err }

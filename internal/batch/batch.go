@@ -17,6 +17,7 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/internal/tracing"
 	"github.com/flechtwerk/flechtwerk/store"
+	"github.com/flechtwerk/flechtwerk/task/process"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -46,6 +47,22 @@ type Params struct {
 	// injects that span's context into the record's outputs. Nil is
 	// tracing off: no header is read and no span made.
 	Tracer *tracing.Tracer
+	// View is what the calls of a process.Stores processor read, for any
+	// key and store of the task: the state committed and written by the
+	// open transaction before the batch began. Its StreamTime is the
+	// task's stream time before the batch and its Now the batch's
+	// wall-clock time. Required for a process.Stores processor; a plain
+	// Processor never reads it.
+	View process.State
+	// Due calls fn for the timers of kind whose Due <= upTo, committed or
+	// written by the open transaction, ascending by (Due, Key, Name),
+	// until fn returns false or an error. Nil: no timer fires.
+	Due func(kind process.TimeKind, upTo int64, fn func(t process.Timer) (bool, error)) error
+
+	// sx is the batch's stores and timers, set by Run for a
+	// process.Stores processor (nil: a plain Processor, run without any
+	// of it).
+	sx *storesBatch
 }
 
 // Result is a processed, not yet committed, batch.
@@ -70,6 +87,22 @@ type Result struct {
 	// of Outputs; nil without Params.Tracer. (A pointer: the Result of a
 	// run without tracing is not one byte larger.)
 	Spans *[]oteltrace.SpanContext
+
+	// The fields below are set for a process.Stores processor only.
+
+	// StoreWrites hold the last write per named store and key, in the
+	// order of those last writes (bucket order, then call order).
+	StoreWrites []process.StoreWrite
+	// Timers hold the last timer operation per timer (state key and
+	// name), in the order of those last operations. A timer that fired
+	// is cancelled unless a later call set it again.
+	Timers []process.TimerOp
+	// StreamTime is the task's stream time after the batch: the largest
+	// of the stream time before it (Params.View) and the timestamps of
+	// its input records.
+	StreamTime int64
+	// Fired is how many timers fired.
+	Fired int
 }
 
 // bucket is the records of one state key.
@@ -104,7 +137,14 @@ type bucket struct {
 // counts in Offsets either way.
 func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 	res := &Result{Offsets: make(map[string]int64), Records: len(recs)}
-	if len(recs) == 0 {
+	sp, _ := p.Transformer.(process.Stores)
+	if sp != nil {
+		if p.View == nil {
+			return nil, fmt.Errorf("%s: a processor with stores or timers needs Params.View", p.Name)
+		}
+		res.StreamTime = p.View.StreamTime()
+	}
+	if len(recs) == 0 && (sp == nil || !sp.Timers() || p.Due == nil) {
 		return res, nil
 	}
 	ordered := slices.Clone(recs)
@@ -134,13 +174,20 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 	}
 	pol := p.Policy
 	stateful := tr.Stateful()
+	var sx *storesBatch
+	if sp != nil {
+		sx = newStoresBatch(p, sp, ordered)
+		p.sx = sx
+		res.StreamTime = sx.end
+	}
+	needKey := stateful || (sp != nil && sp.Timers())
 	var (
 		buckets []*bucket
 		n       counts
 		dead    []*kgo.Record // dead letters of records that did not prepare
 	)
 	byKey := make(map[string]*bucket)
-	for _, r := range ordered {
+	for i, r := range ordered {
 		in, err := prepare(tr, r)
 		if err != nil {
 			ie, ok := asInvalid(r, err)
@@ -172,17 +219,30 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 				return nil, ie
 			}
 		}
-		if stateful && len(in.Key) == 0 {
+		if needKey && len(in.Key) == 0 {
 			return nil, recordError(r, errors.New("record has an empty state key; a stateful transformer needs one (set transformer.StateKey)"))
 		}
 		bk := byKey[string(in.Key)]
 		if bk == nil {
 			bk = &bucket{key: in.Key}
+			if sx != nil {
+				sx.xs[bk] = &storesBucket{sx: sx}
+			}
 			byKey[string(in.Key)] = bk
 			buckets = append(buckets, bk)
 		}
 		bk.recs = append(bk.recs, r)
 		bk.in = append(bk.in, in)
+		if sx != nil {
+			x := sx.xs[bk]
+			x.pos = append(x.pos, i)
+		}
+	}
+	if sx != nil {
+		var err error
+		if buckets, err = sx.collectDue(byKey, buckets); err != nil {
+			return nil, err
+		}
 	}
 
 	if err := runBuckets(ctx, p, buckets, stateful); err != nil {
@@ -210,6 +270,9 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 		case stage.Delete:
 			res.Writes = append(res.Writes, store.Write{Key: bk.key, Delete: true})
 		}
+	}
+	if sx != nil {
+		sx.merge(res, buckets)
 	}
 	pol.Skipped.Add(n.skipped)
 	pol.Substituted.Add(n.substituted)
@@ -273,6 +336,10 @@ func runBuckets(ctx context.Context, p Params, buckets []*bucket, stateful bool)
 // runBucket reads the bucket's state once, then threads it through the
 // bucket's records, serially.
 func runBucket(ctx context.Context, p Params, bk *bucket, stateful bool) {
+	if p.sx != nil {
+		runStoresBucket(ctx, &p, bk, stateful)
+		return
+	}
 	var (
 		cur   []byte
 		found bool
@@ -319,7 +386,15 @@ func runBucket(ctx context.Context, p Params, bk *bucket, stateful bool) {
 // false when the record ended the bucket (bk.err is set).
 func runRecord(ctx context.Context, p Params, bk *bucket, i int, cur *[]byte, found *bool, stateful bool) bool {
 	r, pol := bk.recs[i], p.Policy
-	res, err := processRecord(ctx, p.Transformer, bk.in[i], *cur, *found)
+	var (
+		res stage.Result
+		err error
+	)
+	if p.sx == nil {
+		res, err = processRecord(ctx, p.Transformer, bk.in[i], *cur, *found)
+	} else {
+		res, err = p.sx.xs[bk].process(ctx, bk, bk.in[i], *cur, *found)
+	}
 	if err != nil {
 		ie, ok := asInvalid(r, err)
 		if !ok {
@@ -377,7 +452,12 @@ func substitute(ctx context.Context, p Params, bk *bucket, r *kgo.Record, ie *tr
 	if !bytes.Equal(in.Key, bk.key) {
 		return stage.Result{}, fmt.Errorf("%w: policy substitute: the substitute value changes the state key to %q", ie, in.Key)
 	}
-	res, err := processRecord(ctx, p.Transformer, in, cur, found)
+	var res stage.Result
+	if p.sx == nil {
+		res, err = processRecord(ctx, p.Transformer, in, cur, found)
+	} else {
+		res, err = p.sx.xs[bk].process(ctx, bk, in, cur, found)
+	}
 	if err != nil {
 		return stage.Result{}, invalidSubstitute(sub, ie, err)
 	}

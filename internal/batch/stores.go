@@ -1,0 +1,440 @@
+package batch
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	oteltrace "go.opentelemetry.io/otel/trace"
+
+	"github.com/flechtwerk/flechtwerk"
+	"github.com/flechtwerk/flechtwerk/internal/stage"
+	"github.com/flechtwerk/flechtwerk/internal/tracing"
+	"github.com/flechtwerk/flechtwerk/task/process"
+	"github.com/flechtwerk/flechtwerk/transformer"
+)
+
+// storesBatch is what a batch of a process.Stores processor knows besides
+// its buckets: the stream time at every record and at its end, and the
+// batch's wall-clock time.
+type storesBatch struct {
+	sp        process.Stores
+	view      process.State
+	due       func(kind process.TimeKind, upTo int64, fn func(t process.Timer) (bool, error)) error
+	name      string
+	partition int32
+	// xs are the buckets' own parts, read-only once the buckets run.
+	xs map[*bucket]*storesBucket
+	// at[i] is the stream time once ordered record i was seen (the
+	// largest timestamp up to and including it, and of earlier batches);
+	// the stream time before it is at[i-1] (before for i == 0).
+	at          []int64
+	before, end int64
+	now         time.Time
+	nowMs       int64
+}
+
+func newStoresBatch(p Params, sp process.Stores, ordered []*kgo.Record) *storesBatch {
+	sx := &storesBatch{sp: sp, view: p.View, due: p.Due, name: p.Name, partition: p.Partition, xs: make(map[*bucket]*storesBucket),
+		before: p.View.StreamTime(), now: p.View.Now(), at: make([]int64, len(ordered))}
+	sx.nowMs = sx.now.UnixMilli()
+	st := sx.before
+	for i, r := range ordered {
+		st = max(st, r.Timestamp.UnixMilli())
+		sx.at[i] = st
+	}
+	sx.end = st
+	return sx
+}
+
+// streamBefore is the stream time just before ordered record i.
+func (sx *storesBatch) streamBefore(i int) int64 {
+	if i == 0 {
+		return sx.before
+	}
+	return sx.at[i-1]
+}
+
+// collectDue hands the timers due by the batch's end to the buckets of
+// their keys, adding a bucket (after the record buckets, ordered by their
+// first due timer) for a key without records.
+func (sx *storesBatch) collectDue(byKey map[string]*bucket, buckets []*bucket) ([]*bucket, error) {
+	if !sx.sp.Timers() || sx.due == nil {
+		return buckets, nil
+	}
+	var only []*bucket
+	collect := func(t process.Timer) (bool, error) {
+		bk := byKey[string(t.Key)]
+		if bk == nil {
+			bk = &bucket{key: bytes.Clone(t.Key)}
+			sx.xs[bk] = &storesBucket{sx: sx, first: t.Due}
+			byKey[string(t.Key)] = bk
+			only = append(only, bk)
+		}
+		t.Key = bk.key
+		x := sx.xs[bk]
+		x.due = append(x.due, t)
+		x.first = min(x.first, t.Due)
+		return true, nil
+	}
+	if err := sx.due(process.EventTime, sx.end, collect); err != nil {
+		return nil, fmt.Errorf("%s: reading due timers: %w", sx.name, err)
+	}
+	if err := sx.due(process.WallClock, sx.nowMs, collect); err != nil {
+		return nil, fmt.Errorf("%s: reading due timers: %w", sx.name, err)
+	}
+	slices.SortStableFunc(only, func(a, b *bucket) int {
+		if c := cmp.Compare(sx.xs[a].first, sx.xs[b].first); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.key, b.key)
+	})
+	return append(buckets, only...), nil
+}
+
+// merge adds the buckets' store writes and timer operations to res, the
+// last per store and key (per key and name) winning, in bucket order.
+func (sx *storesBatch) merge(res *Result, buckets []*bucket) {
+	var (
+		writes []process.StoreWrite
+		timers []process.TimerOp
+	)
+	for _, bk := range buckets {
+		x := sx.xs[bk]
+		res.Fired += x.fired
+		writes = append(writes, x.writes...)
+		timers = append(timers, x.timers...)
+	}
+	type wkey struct {
+		store int
+		key   string
+	}
+	seenW := make(map[wkey]struct{}, len(writes))
+	for i := len(writes) - 1; i >= 0; i-- {
+		k := wkey{writes[i].Store, string(writes[i].Key)}
+		if _, ok := seenW[k]; ok {
+			continue
+		}
+		seenW[k] = struct{}{}
+		res.StoreWrites = append(res.StoreWrites, writes[i])
+	}
+	slices.Reverse(res.StoreWrites)
+	type tkey struct{ key, name string }
+	seenT := make(map[tkey]struct{}, len(timers))
+	for i := len(timers) - 1; i >= 0; i-- {
+		k := tkey{string(timers[i].Key), timers[i].Name}
+		if _, ok := seenT[k]; ok {
+			continue
+		}
+		seenT[k] = struct{}{}
+		res.Timers = append(res.Timers, timers[i])
+	}
+	slices.Reverse(res.Timers)
+}
+
+// storesBucket is a bucket's part of a batch of a process.Stores
+// processor.
+type storesBucket struct {
+	sx *storesBatch
+	// pos are the positions of the bucket's records in the batch's order.
+	pos []int
+	// due are the timers of the key due by the batch's end, as Params.Due
+	// gave them; first is the earliest Due (of a bucket without records).
+	due   []process.Timer
+	first int64
+	// pending are the key's timers that may fire in this batch, by name;
+	// fired the names that fired.
+	pending map[string]process.Timer
+	fired   int
+	done    map[string]struct{}
+	// writes and timers are the bucket's store writes and timer
+	// operations in call order; over the last write per store and key,
+	// which the bucket's later calls read.
+	writes []process.StoreWrite
+	timers []process.TimerOp
+	over   map[overKey]overVal
+	// stream is the stream time of the running call.
+	stream int64
+}
+
+type overKey struct {
+	store int
+	key   string
+}
+
+type overVal struct {
+	value []byte
+	del   bool
+}
+
+// runStoresBucket runs a bucket of a process.Stores processor: before
+// each of its records, the key's timers due at the stream time before
+// that record (or at the batch's Now, for wall-clock ones) fire; after
+// the last record, those due at the batch's end.
+func runStoresBucket(ctx context.Context, p *Params, bk *bucket, stateful bool) {
+	x := p.sx.xs[bk]
+	x.pending = make(map[string]process.Timer, len(x.due))
+	for _, t := range x.due {
+		x.pending[t.Name] = t
+	}
+	var (
+		cur   []byte
+		found bool
+	)
+	if stateful {
+		var err error
+		cur, found, err = p.State(bk.key)
+		if err != nil {
+			bk.err = fmt.Errorf("%s: %w", p.Name, err)
+			return
+		}
+	}
+	existed := found
+	for i := range bk.recs {
+		if !x.fire(ctx, p, bk, x.sx.streamBefore(x.pos[i]), &cur, &found, stateful) {
+			return
+		}
+		x.stream = x.sx.at[x.pos[i]]
+		if p.Tracer == nil {
+			if !runRecord(ctx, *p, bk, i, &cur, &found, stateful) {
+				return
+			}
+			continue
+		}
+		rctx, span := p.Tracer.Record(ctx, bk.recs[i], p.Partition)
+		n := len(bk.outs)
+		ok := runRecord(rctx, *p, bk, i, &cur, &found, stateful)
+		p.Tracer.Inject(rctx, bk.outs[n:])
+		if bk.spans == nil {
+			bk.spans = new([]oteltrace.SpanContext)
+		}
+		*bk.spans = append(*bk.spans, span.SpanContext())
+		tracing.End(span, bk.err)
+		if !ok {
+			return
+		}
+	}
+	if !x.fire(ctx, p, bk, x.sx.end, &cur, &found, stateful) {
+		return
+	}
+	if bk.op == stage.Delete && !existed {
+		bk.op = stage.Keep
+	}
+}
+
+// fire fires the key's pending timers due at stream time st (event time)
+// or at the batch's Now (wall clock), in (Due, Name) order, each at most
+// once per batch; a timer a callback sets that is due by then fires after
+// it. It reports false when a callback failed (bk.err is set).
+func (x *storesBucket) fire(ctx context.Context, p *Params, bk *bucket, st int64, cur *[]byte, found *bool, stateful bool) bool {
+	for {
+		var (
+			t  process.Timer
+			ok bool
+		)
+		for _, c := range x.pending {
+			if _, fired := x.done[c.Name]; fired {
+				continue
+			}
+			if due := (c.Kind == process.EventTime && c.Due <= st) || (c.Kind == process.WallClock && c.Due <= x.sx.nowMs); !due {
+				continue
+			}
+			if !ok || c.Due < t.Due || (c.Due == t.Due && c.Name < t.Name) {
+				t, ok = c, true
+			}
+		}
+		if !ok {
+			return true
+		}
+		delete(x.pending, t.Name)
+		if x.done == nil {
+			x.done = make(map[string]struct{})
+		}
+		x.done[t.Name] = struct{}{}
+		x.fired++
+		x.timers = append(x.timers, process.TimerOp{Timer: process.Timer{Key: bk.key, Name: t.Name, Kind: t.Kind, Due: t.Due}, Cancel: true})
+		x.stream = st
+		res, err := fireTimer(ctx, x.sx.sp, t, *cur, *found, x.view(bk, *cur, *found))
+		if err != nil {
+			bk.err = &transformer.TimerError{Partition: p.Partition, Key: bk.key, Name: t.Name, Due: time.UnixMilli(t.Due), Err: err}
+			return false
+		}
+		stamp := time.UnixMilli(t.Due)
+		if t.Kind == process.WallClock {
+			stamp = x.sx.now
+		}
+		for _, o := range res.Outputs {
+			if o.Timestamp.IsZero() {
+				o.Timestamp = stamp
+			}
+		}
+		bk.outs = append(bk.outs, res.Outputs...)
+		x.apply(bk, res)
+		if !stateful {
+			continue
+		}
+		switch res.Op {
+		case stage.Put:
+			*cur, *found = res.State, true
+			bk.op, bk.state = stage.Put, res.State
+		case stage.Delete:
+			*cur, *found = nil, false
+			bk.op, bk.state = stage.Delete, nil
+		}
+	}
+}
+
+// process runs a record's ProcessState and takes its store writes and
+// timer operations.
+func (x *storesBucket) process(ctx context.Context, bk *bucket, in stage.Input, cur []byte, found bool) (res stage.Result, err error) {
+	func() {
+		defer func() {
+			if v := recover(); v != nil {
+				err = flechtwerk.Recovered(v)
+			}
+		}()
+		res, err = x.sx.sp.ProcessState(ctx, in, cur, found, x.view(bk, cur, found))
+	}()
+	if err == nil {
+		x.apply(bk, res)
+	}
+	return res, err
+}
+
+// fireTimer calls the processor's Fire, recovering a panic.
+func fireTimer(ctx context.Context, sp process.Stores, t process.Timer, state []byte, found bool, st process.State) (res stage.Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = flechtwerk.Recovered(v)
+		}
+	}()
+	return sp.Fire(ctx, t, state, found, st)
+}
+
+// apply takes a call's store writes and timer operations: the bucket's
+// later calls read the writes, and its own key's timers become pending
+// (a set) or not (a cancel). Timers of other keys fire in a later batch.
+func (x *storesBucket) apply(bk *bucket, res stage.Result) {
+	for _, w := range res.Writes {
+		if x.over == nil {
+			x.over = make(map[overKey]overVal)
+		}
+		x.over[overKey{w.Store, string(w.Key)}] = overVal{value: w.Value, del: w.Delete}
+		x.writes = append(x.writes, w)
+	}
+	for _, op := range res.Timers {
+		x.timers = append(x.timers, op)
+		if !bytes.Equal(op.Key, bk.key) {
+			continue
+		}
+		if op.Cancel {
+			delete(x.pending, op.Name)
+		} else {
+			x.pending[op.Name] = op.Timer
+		}
+	}
+}
+
+// view is the process.State of a call of the bucket: Params.View under
+// the bucket's own writes, its key's default state being cur.
+func (x *storesBucket) view(bk *bucket, cur []byte, found bool) process.State {
+	return &callState{x: x, key: bk.key, cur: cur, found: found, stream: x.stream}
+}
+
+type callState struct {
+	x      *storesBucket
+	key    []byte
+	cur    []byte
+	found  bool
+	stream int64
+}
+
+func (c *callState) Get(store int, key []byte) ([]byte, bool, error) {
+	if store == process.DefaultStore {
+		if bytes.Equal(key, c.key) {
+			return c.cur, c.found, nil
+		}
+	} else if v, ok := c.x.over[overKey{store, string(key)}]; ok {
+		if v.del {
+			return nil, false, nil
+		}
+		return v.value, true, nil
+	}
+	return c.x.sx.view.Get(store, key)
+}
+
+type overEntry struct {
+	key   []byte
+	value []byte
+	del   bool
+}
+
+func (c *callState) Scan(store int, lo, hi []byte, fn func(key, value []byte) (bool, error)) error {
+	var ov []overEntry
+	in := func(k []byte) bool { return bytes.Compare(k, lo) >= 0 && (hi == nil || bytes.Compare(k, hi) < 0) }
+	if store == process.DefaultStore {
+		if in(c.key) {
+			ov = append(ov, overEntry{key: c.key, value: c.cur, del: !c.found})
+		}
+	} else {
+		for k, v := range c.x.over {
+			if k.store == store && in([]byte(k.key)) {
+				ov = append(ov, overEntry{key: []byte(k.key), value: v.value, del: v.del})
+			}
+		}
+		sort.Slice(ov, func(i, j int) bool { return bytes.Compare(ov[i].key, ov[j].key) < 0 })
+	}
+	if len(ov) == 0 {
+		return c.x.sx.view.Scan(store, lo, hi, fn)
+	}
+	i, stop := 0, false
+	emit := func(k, v []byte) (bool, error) {
+		more, err := fn(k, v)
+		if !more || err != nil {
+			stop = true
+		}
+		return more, err
+	}
+	err := c.x.sx.view.Scan(store, lo, hi, func(k, v []byte) (bool, error) {
+		for i < len(ov) && bytes.Compare(ov[i].key, k) < 0 {
+			e := ov[i]
+			i++
+			if e.del {
+				continue
+			}
+			if more, err := emit(e.key, e.value); !more || err != nil {
+				return false, err
+			}
+		}
+		if i < len(ov) && bytes.Equal(ov[i].key, k) {
+			e := ov[i]
+			i++
+			if e.del {
+				return true, nil
+			}
+			return emit(e.key, e.value)
+		}
+		return emit(k, v)
+	})
+	if err != nil || stop {
+		return err
+	}
+	for ; i < len(ov); i++ {
+		if ov[i].del {
+			continue
+		}
+		if more, err := fn(ov[i].key, ov[i].value); !more || err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *callState) StreamTime() int64 { return c.stream }
+
+func (c *callState) Now() time.Time { return c.x.sx.now }
