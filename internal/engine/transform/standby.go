@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/flechtwerk/flechtwerk/internal/standby"
+	"github.com/flechtwerk/flechtwerk/task"
 )
 
 // standbyAssignment tells a member which tasks it keeps standby replicas
@@ -33,7 +34,7 @@ type standbys struct {
 // replicas; src is where the member learns its standby tasks.
 func (rn *run) startStandbys(src standbyAssignment) error {
 	c := rn.c
-	if c.StandbyReplicas == 0 || !rn.proc.Stateful() {
+	if c.StandbyReplicas == 0 || !task.KeepsState(rn.proc) {
 		return nil
 	}
 	if src == nil {
