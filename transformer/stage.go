@@ -80,6 +80,11 @@ func (a adapter[S]) Codecs() []any {
 	if t.stateless == nil && t.codec != nil {
 		add(t.codec)
 	}
+	if t.sc != nil {
+		for _, b := range t.sc.stores {
+			add(b.codec)
+		}
+	}
 	for _, d := range t.out.decls {
 		add(d.codecs[0])
 		add(d.codecs[1])
@@ -90,38 +95,43 @@ func (a adapter[S]) Codecs() []any {
 // Process runs the transform for one prepared record and encodes what it
 // did.
 func (a adapter[S]) Process(ctx context.Context, in stage.Input, state []byte, found bool) (stage.Result, error) {
+	return a.process(ctx, in, state, found, nil)
+}
+
+// process is Process in call c (nil: a stage without stores or timers).
+func (a adapter[S]) process(ctx context.Context, in stage.Input, state []byte, found bool, c *call) (stage.Result, error) {
 	t := a.t
 	if t.decode != nil {
-		return a.processTyped(ctx, in, state, found)
+		return a.processTyped(ctx, in, state, found, c)
 	}
 	rec, ok := in.View.(*Record)
 	if !ok {
 		return stage.Result{}, fmt.Errorf("transformer: internal error: input view is %T, not prepared by this transformer", in.View)
 	}
 	if t.stateless != nil {
-		out := Outputs{decls: t.out.decls}
+		out := Outputs{decls: t.out.decls, call: c}
 		out.outs = out.buf[:0]
 		if err := t.stateless.Transform(ctx, rec, &out); err != nil {
 			return stage.Result{}, out.failed(err)
 		}
 		return a.result(&out, in.Record, stage.Keep)
 	}
-	return a.stateful(in, state, found, func(s S, e *Emitter[S]) error { return t.fn.Transform(ctx, rec, s, e) })
+	return a.stateful(in, state, found, c, func(s S, e *Emitter[S]) error { return t.fn.Transform(ctx, rec, s, e) })
 }
 
 // processTyped is Process for a typed transformer: in.View is the record's
 // *TypedRecord.
-func (a adapter[S]) processTyped(ctx context.Context, in stage.Input, state []byte, found bool) (stage.Result, error) {
+func (a adapter[S]) processTyped(ctx context.Context, in stage.Input, state []byte, found bool, c *call) (stage.Result, error) {
 	t := a.t
 	if t.typedStateless != nil {
-		out := Outputs{decls: t.out.decls}
+		out := Outputs{decls: t.out.decls, call: c}
 		out.outs = out.buf[:0]
 		if err := t.typedStateless(ctx, in.View, &out); err != nil {
 			return stage.Result{}, out.failed(err)
 		}
 		return a.result(&out, in.Record, stage.Keep)
 	}
-	return a.stateful(in, state, found, func(s S, e *Emitter[S]) error { return t.typed(ctx, in.View, s, e) })
+	return a.stateful(in, state, found, c, func(s S, e *Emitter[S]) error { return t.typed(ctx, in.View, s, e) })
 }
 
 // failed is the error of a call that returned err: its first failed
@@ -148,7 +158,7 @@ func (a adapter[S]) result(out *Outputs, in *kgo.Record, op stage.Op) (stage.Res
 }
 
 // stateful decodes the state, runs call and encodes what it did.
-func (a adapter[S]) stateful(in stage.Input, state []byte, found bool, call func(S, *Emitter[S]) error) (stage.Result, error) {
+func (a adapter[S]) stateful(in stage.Input, state []byte, found bool, c *call, call func(S, *Emitter[S]) error) (stage.Result, error) {
 	t := a.t
 	var s S
 	if found {
@@ -159,6 +169,7 @@ func (a adapter[S]) stateful(in stage.Input, state []byte, found bool, call func
 	}
 	e := Emitter[S]{had: found}
 	e.decls = t.out.decls
+	e.call = c
 	e.outs = e.buf[:0]
 	if err := call(s, &e); err != nil {
 		return stage.Result{}, e.failed(err)

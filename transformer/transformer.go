@@ -59,6 +59,9 @@ type Outputs struct {
 	outs  []Output
 	err   error       // the first failed typed send: fails the call
 	decls []*declared // the stage's declarations: typed sends go only through these
+	// call is the view and the writes of a call of a stage with stores
+	// or timers; nil for the others.
+	call *call
 	// buf backs outs for the first outputs of a call the runtime makes
 	// (most send one or two): no allocation of their own.
 	buf [2]Output
@@ -169,6 +172,11 @@ type Stage[S any] struct {
 	decode         func(*Record) (any, error)
 	typed          func(ctx context.Context, view any, state S, out *Emitter[S]) error
 	typedStateless func(ctx context.Context, view any, out *Outputs) error
+
+	// Stores and timers (nil, nil, nil when the stage uses none).
+	sc       *storesCfg
+	onTimer  func(ctx context.Context, t Timer, state S, out *Emitter[S]) error
+	onExpire func(ctx context.Context, key []byte, state S, out *Outputs) error
 }
 
 // Opt configures a transformer stage.
@@ -181,6 +189,13 @@ type cfg struct {
 	decls        []Declaration
 	partitioners map[string]PartitionFunc
 	inputHeaders bool
+
+	storesSet         bool
+	stores            []StoreDef
+	ttl               time.Duration
+	ttlKind           TimeKind
+	ttlSet            bool
+	onTimer, onExpire any
 }
 
 type optFunc func(*cfg)
@@ -250,8 +265,30 @@ func build[S any](impl any, opts []Opt) (*Stage[S], cfg) {
 		o.apply(&c)
 	}
 	t := &Stage[S]{stateKey: c.stateKey}
-	t.handle = stage.NewHandle(adapter[S]{t}, impl)
 	var errs []error
+	switch fn := c.onTimer.(type) {
+	case nil:
+		if tt, ok := impl.(interface {
+			OnTimer(ctx context.Context, t Timer, state S, out *Emitter[S]) error
+		}); ok {
+			t.onTimer = tt.OnTimer
+		}
+	case func(ctx context.Context, t Timer, state S, out *Emitter[S]) error:
+		t.onTimer = fn
+	default:
+		var zero S
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "OnTimer",
+			"callback %T does not take the state type %T", fn, zero))
+	}
+	switch fn := c.onExpire.(type) {
+	case nil:
+	case func(ctx context.Context, key []byte, state S, out *Outputs) error:
+		t.onExpire = fn
+	default:
+		var zero S
+		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "OnExpire",
+			"callback %T does not take the state type %T", fn, zero))
+	}
 	if isNil(impl) {
 		errs = append(errs, errNilTransform)
 	}
@@ -266,6 +303,15 @@ func build[S any](impl any, opts []Opt) (*Stage[S], cfg) {
 			"codec %T does not encode the state type %T", codec, zero))
 	}
 	errs = append(errs, t.out.build(c))
+	sc, err := buildStores(c, c.onTimer != nil || t.onTimer != nil, c.onExpire != nil, false)
+	errs = append(errs, err)
+	if sc != nil {
+		sc.stateCodec = t.codec
+		t.sc = sc
+		t.handle = stage.NewHandle(storesAdapter[S]{adapter[S]{t}}, impl)
+	} else {
+		t.handle = stage.NewHandle(adapter[S]{t}, impl)
+	}
 	t.err = errors.Join(errs...)
 	return t, c
 }
@@ -280,11 +326,17 @@ func buildStateless(impl any, opts []Opt) (*Stage[None], cfg) {
 	// stateless is set (the typed constructor replaces it): it is what
 	// makes the transformer stateless.
 	t := &Stage[None]{stateKey: c.stateKey, stateless: StatelessFunc(func(context.Context, *Record, *Outputs) error { return nil })}
-	t.handle = stage.NewHandle(adapter[None]{t}, impl)
 	if isNil(impl) {
 		t.err = errNilTransform
 	}
-	t.err = errors.Join(t.err, t.out.build(c))
+	sc, err := buildStores(c, c.onTimer != nil, c.onExpire != nil, true)
+	t.err = errors.Join(t.err, t.out.build(c), err)
+	if sc != nil {
+		t.sc = sc
+		t.handle = stage.NewHandle(storesAdapter[None]{adapter[None]{t}}, impl)
+	} else {
+		t.handle = stage.NewHandle(adapter[None]{t}, impl)
+	}
 	return t, c
 }
 
