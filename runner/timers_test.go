@@ -201,7 +201,9 @@ func TestTimersChaosKill(t *testing.T) {
 	kafkatest.WaitForState(t, 120*time.Second, "every timer fired", func() bool {
 		outs = c.ReadCommitted(t, out)
 		return len(outs) >= 2*n
-	}, func() string { return fmt.Sprintf("%d outputs of %d; child log:\n%s", len(outs), 2*n, lastLines(p.logs(), 20)) })
+	}, func() string {
+		return fmt.Sprintf("%d outputs of %d; child log:\n%s", len(outs), 2*n, lastLines(p.logs(), 20))
+	})
 	time.Sleep(500 * time.Millisecond) // nothing more comes
 	outs = c.ReadCommitted(t, out)
 	requireTimersOnce(t, outs, n)
