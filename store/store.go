@@ -119,6 +119,7 @@ type Store struct {
 	timers        bool
 	streamTime    int64
 	hasStreamTime bool
+	floors        *dueFloors
 }
 
 // Open takes the exclusive lock of dir, then opens the store there. The
@@ -155,7 +156,7 @@ func Open(ctx context.Context, dir string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &Store{dir: dir, app: o.ApplicationID, logger: logger, lock: l, timers: o.Timers}
+	st := &Store{dir: dir, app: o.ApplicationID, logger: logger, lock: l, timers: o.Timers, floors: newDueFloors()}
 	if err := st.open(); err != nil {
 		l.release()
 		return nil, err
@@ -271,6 +272,7 @@ func (s *Store) create() error {
 	}
 	s.db, s.cp, s.hasCP = db, Checkpoint{}, false
 	s.streamTime, s.hasStreamTime = 0, false
+	s.floors = newDueFloors()
 	s.setNext()
 	return nil
 }
@@ -407,13 +409,15 @@ func (s *Store) apply(ws []Write, cp *Checkpoint, sync *pebble.WriteOptions) err
 	// written: the values of the keys written earlier in this batch, for
 	// the due index of a timer store (nil value: deleted).
 	var written map[string][]byte
+	var lows *lowDues
 	if s.timers {
 		written = make(map[string][]byte, len(ws))
+		lows = new(lowDues)
 	}
 	st, stSet := s.streamTime, s.hasStreamTime
 	for _, w := range ws {
 		if s.timers {
-			if err := s.applyTimer(b, w, written); err != nil {
+			if err := s.applyTimer(b, w, written, lows); err != nil {
 				return err
 			}
 			if bytes.Equal(w.Key, StreamTimeKey) {
@@ -441,8 +445,14 @@ func (s *Store) apply(ws []Write, cp *Checkpoint, sync *pebble.WriteOptions) err
 			return fmt.Errorf("store: batch in %s: %w", s.dir, err)
 		}
 	}
+	if lows != nil {
+		s.floors.lower(lows, false)
+	}
 	if err := b.Commit(sync); err != nil {
 		return fmt.Errorf("store: commit in %s: %w", s.dir, err)
+	}
+	if lows != nil {
+		s.floors.lower(lows, true)
 	}
 	s.streamTime, s.hasStreamTime = st, stSet
 	return nil
@@ -451,7 +461,7 @@ func (s *Store) apply(ws []Write, cp *Checkpoint, sync *pebble.WriteOptions) err
 // applyTimer adds to b the due-index changes of w, a write to a timer
 // store, reading the key's value before w from written (the earlier
 // writes of the batch) or the database; then records w in written.
-func (s *Store) applyTimer(b *pebble.Batch, w Write, written map[string][]byte) error {
+func (s *Store) applyTimer(b *pebble.Batch, w Write, written map[string][]byte, lows *lowDues) error {
 	old, found := written[string(w.Key)]
 	if _, seen := written[string(w.Key)]; seen {
 		found = old != nil
@@ -461,7 +471,7 @@ func (s *Store) applyTimer(b *pebble.Batch, w Write, written map[string][]byte) 
 			return err
 		}
 	}
-	if err := s.indexTimer(b, w, old, found); err != nil {
+	if err := s.indexTimer(b, w, old, found, lows); err != nil {
 		return err
 	}
 	if w.Delete {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -93,7 +94,7 @@ func dueKey(b []byte, kind uint8, due int64, timerKey []byte) []byte {
 // indexTimer adds to b the due-index changes of the timer-store write w,
 // given the value the key holds before w (old, found), and checks that w
 // is a timer or stream-time record.
-func (s *Store) indexTimer(b *pebble.Batch, w Write, old []byte, found bool) error {
+func (s *Store) indexTimer(b *pebble.Batch, w Write, old []byte, found bool, lows *lowDues) error {
 	if bytes.Equal(w.Key, StreamTimeKey) {
 		if !w.Delete {
 			if _, ok := DecodeStreamTime(w.Value); !ok {
@@ -126,21 +127,98 @@ func (s *Store) indexTimer(b *pebble.Batch, w Write, old []byte, found bool) err
 	if w.Delete {
 		return nil
 	}
+	lows.add(kind, due)
 	return b.Set(dueKey(nil, kind, due, w.Key), nil, nil)
+}
+
+// lowDues collects the smallest due time per kind of the index entries a
+// batch adds.
+type lowDues struct {
+	set [256]bool
+	at  [256]int64
+}
+
+func (l *lowDues) add(kind uint8, due int64) {
+	if !l.set[kind] || due < l.at[kind] {
+		l.set[kind], l.at[kind] = true, due
+	}
+}
+
+// dueFloors lets Due skip the start of the index, where the entries of
+// fired and cancelled timers leave deletion tombstones until Pebble
+// compacts them away (walking over them is what a sweep would otherwise
+// pay, again and again). Invariant: no live entry of kind k is due before
+// at[k]. A batch lowers at[k] to the due times it adds, before its commit
+// and again after it, under mu with gen bumped; a Due walk that started
+// at at[k] raises it to the first due time it met (or past upTo when it
+// met none), unless a batch was applied since the walk began (gen
+// changed). Hence the invariant holds even if Due runs while a batch is
+// applied.
+type dueFloors struct {
+	mu  sync.Mutex
+	gen uint64
+	at  [256]int64
+}
+
+func newDueFloors() *dueFloors {
+	f := &dueFloors{}
+	for i := range f.at {
+		f.at[i] = math.MinInt64
+	}
+	return f
+}
+
+// lower lowers the floors to l's due times; bump marks a committed batch.
+func (f *dueFloors) lower(l *lowDues, bump bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k, ok := range l.set {
+		if ok && l.at[k] < f.at[k] {
+			f.at[k] = l.at[k]
+		}
+	}
+	if bump {
+		f.gen++
+	}
+}
+
+// start returns the floor of kind and the generation a walk begins at.
+func (f *dueFloors) start(kind uint8) (int64, uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.at[kind], f.gen
+}
+
+// raise raises the floor of kind to to, if no batch was applied since gen.
+func (f *dueFloors) raise(kind uint8, gen uint64, to int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gen == gen && to > f.at[kind] {
+		f.at[kind] = to
+	}
 }
 
 // Due calls fn for every timer of kind due at or before upTo (Unix
 // milliseconds), in ascending order of due time, then of TimerKey bytes
 // (for one state key: of timer name), until fn returns false or an error,
 // which Due returns. key is the timer's state key, valid only during the
-// call. The cost is one index seek plus the timers visited, whatever the
-// number of timers in the store. The store must have been opened with
-// Options.Timers.
+// call. The store must have been opened with Options.Timers. Due may run
+// concurrently with itself, Get and Scan.
+//
+// Cost: one index seek plus the timers visited, whatever the number of
+// timers in the store; the walk starts at the earliest due time the
+// previous walk met, so the tombstones of timers fired and cancelled
+// before it are skipped (only the first walk after Open pays for those
+// Pebble has not compacted yet).
 func (s *Store) Due(kind uint8, upTo int64, fn func(key []byte, name string, due int64) (bool, error)) error {
 	if !s.timers {
 		return fmt.Errorf("store: Due on %s, which is not a timer store", s.dir)
 	}
-	lower := []byte{dueLower[0], kind}
+	floor, gen := s.floors.start(kind)
+	if floor > upTo {
+		return nil
+	}
+	lower := dueKey(nil, kind, floor, nil)
 	var upper []byte
 	if upTo == math.MaxInt64 {
 		upper = []byte{dueLower[0], kind + 1}
@@ -154,6 +232,7 @@ func (s *Store) Due(kind uint8, upTo int64, fn func(key []byte, name string, due
 	if err != nil {
 		return fmt.Errorf("store: due timers of %s: %w", s.dir, err)
 	}
+	met := false
 	for ok := it.First(); ok; ok = it.Next() {
 		k := it.Key()
 		if len(k) < 10 {
@@ -161,6 +240,10 @@ func (s *Store) Due(kind uint8, upTo int64, fn func(key []byte, name string, due
 			return fmt.Errorf("store: due index of %s: short entry %q", s.dir, k)
 		}
 		due := int64(binary.BigEndian.Uint64(k[2:10]) ^ (1 << 63))
+		if !met {
+			met = true
+			s.floors.raise(kind, gen, due)
+		}
 		key, name, okk := DecodeTimerKey(k[10:])
 		if !okk {
 			it.Close()
@@ -177,6 +260,9 @@ func (s *Store) Due(kind uint8, upTo int64, fn func(key []byte, name string, due
 	}
 	if err := it.Close(); err != nil {
 		return fmt.Errorf("store: due timers of %s: %w", s.dir, err)
+	}
+	if !met && upTo < math.MaxInt64 {
+		s.floors.raise(kind, gen, upTo+1)
 	}
 	return nil
 }

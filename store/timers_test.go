@@ -405,3 +405,47 @@ func TestScan(t *testing.T) {
 	boom := errors.New("boom")
 	require.ErrorIs(t, st.Scan(nil, nil, func([]byte, []byte) (bool, error) { return false, boom }), boom)
 }
+
+// TestDueWhileApplying: walks running while batches set timers earlier
+// than any before never leave a timer out of a later walk (the skip of
+// the index's start must not pass over a timer a concurrent batch added).
+func TestDueWhileApplying(t *testing.T) {
+	st := openTimers(t, t.TempDir())
+	defer st.Close()
+	const n = 300
+	done := make(chan struct{})
+	walkers := make(chan error, 2)
+	for range 2 {
+		go func() {
+			for {
+				select {
+				case <-done:
+					walkers <- nil
+					return
+				default:
+				}
+				if err := st.Due(eventTime, math.MaxInt64, func([]byte, string, int64) (bool, error) { return false, nil }); err != nil {
+					walkers <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := range n {
+		// Each batch cancels the previous timer and sets one due
+		// earlier, so the floor must come down every time.
+		ws := []store.Write{{Key: store.TimerKey(fmt.Appendf(nil, "k%d", i), "t"), Value: store.TimerValue(eventTime, int64(n-i))}}
+		if i > 0 {
+			ws = append(ws, store.Write{Key: store.TimerKey(fmt.Appendf(nil, "k%d", i-1), "t"), Delete: true})
+		}
+		require.NoError(t, st.ApplyThrough(ws, int64(i+1)))
+		due, ok, err := st.NextDue(eventTime)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, int64(n-i), due)
+	}
+	close(done)
+	require.NoError(t, <-walkers)
+	require.NoError(t, <-walkers)
+	require.Equal(t, []timerEntry{{eventTime, 1, fmt.Sprintf("k%d", n-1), "t"}}, dueAll(t, st, eventTime, math.MaxInt64))
+}
