@@ -2,8 +2,12 @@
 // does not own (standby replicas), so that a task moving here replays only
 // what its standby has not applied yet.
 //
-// A standby is a restore that never ends. For each standby task the
-// Manager takes the task's store in the state directory (under its lock,
+// A standby is a restore that never ends. It keeps every store of a task:
+// the default one and each of Config.Stores (named stores, the timer
+// store), each with its own changelog topic and checkpoint, restored,
+// tailed, wiped and released on its own terms as below; the store of a
+// task means each of them. Offsets and Lag report a task's stores summed.
+// For each standby task the Manager takes the task's store in the state directory (under its lock,
 // like any opener), brings it up to the changelog's last stable offset
 // with restore.RecoverUnfenced (internal/restore) (warm from the store's checkpoint when it
 // is usable, else wiped and restored in full: the rules of a task restore),

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,13 +60,30 @@ type Config struct {
 	// checkpoints forward (see the package doc, "Checkpoint time").
 	// Default (zero) DefaultRefreshEvery.
 	RefreshEvery time.Duration
+	// Stores are the other stores of every task, beside the default one
+	// above (the named stores and the timer store): a standby keeps each
+	// with its own changelog topic and checkpoint, restored and tailed
+	// like the default store.
+	Stores []Store
 	// RestoreContext, when set, wraps the context of each restore of a
-	// standby, e.g. to report its progress (changelog.WithProgress).
+	// standby, e.g. to report its progress (changelog.WithProgress). A
+	// task with several stores has a restore per store.
 	RestoreContext func(ctx context.Context, partition int32) context.Context
 	// OnError receives the first error of a standby; the Manager applies
 	// nothing after it. Required.
 	OnError func(error)
 	Logger  *slog.Logger
+}
+
+// Store is a named store of the tasks (Config.Stores).
+type Store struct {
+	// Name is the store's name: task N's store is
+	// store.NamedDir(StateDir, ApplicationID, N, Name).
+	Name string
+	// Topic is the store's changelog topic; partition N is task N's.
+	Topic string
+	// Timers: the store is a timer store (store.Options.Timers).
+	Timers bool
 }
 
 // Manager runs the standby replicas of one instance. Build it with New.
@@ -79,16 +97,23 @@ type Manager struct {
 	failed   atomic.Bool
 	failOnce sync.Once
 
+	// stores are the stores of a task: 0 the default one, then
+	// Config.Stores; byTopic maps a changelog topic to its store.
+	stores  []Store
+	byTopic map[string]int
+
 	// mu guards reps and closed, and every replica's fields; the tail
 	// loop holds it while it applies a poll's records.
 	mu     sync.Mutex
-	reps   map[int32]*replica
+	reps   map[int32][]*replica // per task, one per store
 	closed bool
 }
 
-// replica is one standby task.
+// replica is one store of a standby task.
 type replica struct {
-	n int32
+	n     int32
+	s     int    // the index of its store in Manager.stores
+	topic string // the store's changelog topic
 	// st is set by the replica's first restore (under mu) and closed by
 	// whoever removed the replica, after its restore ended.
 	st     *store.Store
@@ -131,12 +156,24 @@ func New(cfg Config) (*Manager, error) {
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 		kgo.FetchMaxWait(500*time.Millisecond),
 	)
+	stores := append([]Store{{Topic: cfg.Changelog}}, cfg.Stores...)
+	byTopic := make(map[string]int, len(stores))
+	names := map[string]bool{}
+	for i, s := range stores {
+		if i > 0 && (!store.ValidName(s.Name) || names[s.Name] || s.Topic == "") {
+			return nil, fmt.Errorf("standby: store %d (%q, topic %q): a valid name used once and a topic are required", i-1, s.Name, s.Topic)
+		}
+		if _, dup := byTopic[s.Topic]; dup {
+			return nil, fmt.Errorf("standby: changelog topic %q of two stores", s.Topic)
+		}
+		names[s.Name], byTopic[s.Topic] = true, i
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("standby: client for %s: %w", cfg.Changelog, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{cfg: cfg, cl: cl, ctx: ctx, cancel: cancel, reps: map[int32]*replica{}}
+	m := &Manager{cfg: cfg, cl: cl, ctx: ctx, cancel: cancel, stores: stores, byTopic: byTopic, reps: map[int32][]*replica{}}
 	m.wg.Add(2)
 	go m.tail()
 	go m.refresh()
@@ -144,10 +181,10 @@ func New(cfg Config) (*Manager, error) {
 }
 
 // Set makes tasks the standby tasks of this instance: a task not held
-// yet gets its store opened and restored (on a goroutine of the Manager;
-// Set does not wait) and is then tailed; a held task not in tasks is
-// stopped and its store closed (Set waits for that). The caller must not
-// list a task this instance runs.
+// yet gets its stores opened and restored (on goroutines of the Manager,
+// one per store; Set does not wait) and is then tailed; a held task not
+// in tasks is stopped and its stores closed (Set waits for that). The
+// caller must not list a task this instance runs.
 func (m *Manager) Set(tasks []int32) error {
 	want := make(map[int32]bool, len(tasks))
 	for _, n := range tasks {
@@ -159,17 +196,22 @@ func (m *Manager) Set(tasks []int32) error {
 		return nil
 	}
 	var gone []*replica
-	for n, r := range m.reps {
+	for n := range m.reps {
 		if !want[n] {
-			gone = append(gone, m.removeLocked(r))
+			gone = append(gone, m.removeLocked(n)...)
 		}
 	}
 	var added []int32
 	for n := range want {
 		if m.reps[n] == nil {
-			r := &replica{n: n}
-			m.reps[n] = r
-			m.restoreLocked(r, false)
+			rs := make([]*replica, len(m.stores))
+			for i, s := range m.stores {
+				rs[i] = &replica{n: n, s: i, topic: s.Topic}
+			}
+			m.reps[n] = rs
+			for _, r := range rs {
+				m.restoreLocked(r, false)
+			}
 			added = append(added, n)
 		}
 	}
@@ -187,36 +229,38 @@ func (m *Manager) Set(tasks []int32) error {
 }
 
 // Release stops the standby of task n, if this instance holds one, and
-// closes its store, releasing its lock: when Release returns, the task can
-// open the store (warm). It is a no-op when n is not a standby task here.
+// closes its stores, releasing their locks: when Release returns, the
+// task can open them (warm). It is a no-op when n is not a standby task
+// here.
 func (m *Manager) Release(n int32) error {
 	m.mu.Lock()
-	r := m.reps[n]
-	if r != nil {
-		m.removeLocked(r)
-	}
+	rs := m.removeLocked(n)
 	m.mu.Unlock()
-	if r == nil {
-		return nil
+	var errs []error
+	for _, r := range rs {
+		next, err := m.close(r)
+		if err == nil {
+			m.cfg.Logger.Info("standby released", "partition", n, "changelog", r.topic, "next", next)
+		}
+		errs = append(errs, err)
 	}
-	next, err := m.close(r)
-	if err == nil {
-		m.cfg.Logger.Info("standby released", "partition", n, "next", next)
-	}
-	return err
+	return errors.Join(errs...)
 }
 
-// removeLocked takes r out of the Manager: its partition is no longer
-// fetched, and its running restore is told to stop. The caller holds mu
-// and then calls close.
-func (m *Manager) removeLocked(r *replica) *replica {
-	delete(m.reps, r.n)
-	if r.tailing {
-		r.tailing = false
-		m.cl.RemoveConsumePartitions(map[string][]int32{m.cfg.Changelog: {r.n}})
+// removeLocked takes the replicas of task n out of the Manager: their
+// partitions are no longer fetched, and their running restores are told
+// to stop. The caller holds mu and then calls close for each.
+func (m *Manager) removeLocked(n int32) []*replica {
+	rs := m.reps[n]
+	delete(m.reps, n)
+	for _, r := range rs {
+		if r.tailing {
+			r.tailing = false
+			m.cl.RemoveConsumePartitions(map[string][]int32{r.topic: {r.n}})
+		}
+		r.cancel()
 	}
-	r.cancel()
-	return r
+	return rs
 }
 
 // close waits for r's restore and closes its store, returning the offset
@@ -237,7 +281,7 @@ func (m *Manager) close(r *replica) (int64, error) {
 		}
 	}
 	if err := st.Close(); err != nil {
-		return next, fmt.Errorf("standby: closing the store of %s partition %d: %w", m.cfg.Changelog, r.n, err)
+		return next, fmt.Errorf("standby: closing the store of %s partition %d: %w", r.topic, r.n, err)
 	}
 	return next, nil
 }
@@ -263,15 +307,20 @@ func (m *Manager) restoreLocked(r *replica, wipe bool) {
 // stable offset and starts tailing it there.
 func (m *Manager) restore(ctx context.Context, r *replica, wipe bool) error {
 	c := &m.cfg
+	topic := r.topic
 	m.mu.Lock()
 	st := r.st
 	m.mu.Unlock()
 	if st == nil {
+		dir := store.Dir(c.StateDir, c.ApplicationID, r.n)
+		if def := m.stores[r.s]; r.s > 0 {
+			dir = store.NamedDir(c.StateDir, c.ApplicationID, r.n, def.Name)
+		}
 		var err error
-		st, err = store.Open(ctx, store.Dir(c.StateDir, c.ApplicationID, r.n),
-			store.Options{ApplicationID: c.ApplicationID, Logger: c.Logger})
+		st, err = store.Open(ctx, dir,
+			store.Options{ApplicationID: c.ApplicationID, Logger: c.Logger, Timers: m.stores[r.s].Timers})
 		if err != nil {
-			return fmt.Errorf("standby: opening the store of %s partition %d: %w", c.Changelog, r.n, err)
+			return fmt.Errorf("standby: opening the store of %s partition %d: %w", topic, r.n, err)
 		}
 		m.mu.Lock()
 		r.st = st
@@ -280,7 +329,7 @@ func (m *Manager) restore(ctx context.Context, r *replica, wipe bool) error {
 	if wipe {
 		// No checkpoint: Recover restores from the log start.
 		if err := st.Reset([16]byte{}); err != nil {
-			return fmt.Errorf("standby: wiping the store of %s partition %d: %w", c.Changelog, r.n, err)
+			return fmt.Errorf("standby: wiping the store of %s partition %d: %w", topic, r.n, err)
 		}
 	}
 	began := time.Now()
@@ -288,9 +337,9 @@ func (m *Manager) restore(ctx context.Context, r *replica, wipe bool) error {
 	if c.RestoreContext != nil {
 		rctx = c.RestoreContext(ctx, r.n)
 	}
-	res, err := m.recover(rctx, r.n, st)
+	res, err := m.recover(rctx, topic, r.n, st)
 	if err != nil {
-		return fmt.Errorf("standby: restoring %s partition %d: %w", c.Changelog, r.n, err)
+		return fmt.Errorf("standby: restoring %s partition %d: %w", topic, r.n, err)
 	}
 	// The owner is not fenced: a transaction of its may be open with
 	// records above the checkpoint written before the listing.
@@ -298,43 +347,52 @@ func (m *Manager) restore(ctx context.Context, r *replica, wipe bool) error {
 	if bound := began.Add(-c.TransactionTimeout - abortCheck); cp.Time.After(bound) {
 		cp.Time = bound
 		if err := st.ApplyCheckpoint(nil, cp); err != nil {
-			return fmt.Errorf("standby: restoring %s partition %d: %w", c.Changelog, r.n, err)
+			return fmt.Errorf("standby: restoring %s partition %d: %w", topic, r.n, err)
 		}
 	}
-	_, retention, err := restore.Describe(ctx, c.Admin, c.Changelog)
+	_, retention, err := restore.Describe(ctx, c.Admin, topic)
 	if err != nil {
-		return fmt.Errorf("standby: restoring %s partition %d: %w", c.Changelog, r.n, err)
+		return fmt.Errorf("standby: restoring %s partition %d: %w", topic, r.n, err)
 	}
-	c.Logger.Info("standby restored", "partition", r.n, "changelog", c.Changelog,
+	c.Logger.Info("standby restored", "partition", r.n, "changelog", topic,
 		"records", res.Records, "from", res.From, "to", res.To, "full", res.Full, "reason", res.Reason,
 		"took", time.Since(began))
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.reps[r.n] != r || ctx.Err() != nil {
+	if m.replica(r.n, r.s) != r || ctx.Err() != nil {
 		return nil // released meanwhile; whoever removed it closes the store
 	}
 	r.tailing, r.topicID, r.next, r.synced = true, cp.TopicID, cp.Next, time.Now()
 	r.cpTime, r.retention = cp.Time, retention
-	m.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{c.Changelog: {r.n: kgo.NewOffset().At(cp.Next)}})
+	m.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: {r.n: kgo.NewOffset().At(cp.Next)}})
 	return nil
 }
 
-// recover brings st up to the last stable offset of partition n. A
+// replica returns the replica of store s of task n, nil if none. The
+// caller holds mu.
+func (m *Manager) replica(n int32, s int) *replica {
+	if rs := m.reps[n]; s < len(rs) {
+		return rs[s]
+	}
+	return nil
+}
+
+// recover brings st up to the last stable offset of partition n of topic. A
 // checkpoint above the last stable offset (restore.ErrUnstable: the
 // previous owner's last transaction, often this instance's own, is not
 // complete yet) is tried again until the transaction completes, or ctx
 // ends; it is not wiped.
-func (m *Manager) recover(ctx context.Context, n int32, st *store.Store) (restore.Result, error) {
+func (m *Manager) recover(ctx context.Context, topic string, n int32, st *store.Store) (restore.Result, error) {
 	c := &m.cfg
 	backoff := 20 * time.Millisecond
 	for logged := false; ; {
-		res, err := restore.RecoverUnfenced(ctx, c.Admin, c.Changelog, n, st, c.KafkaOpts...)
+		res, err := restore.RecoverUnfenced(ctx, c.Admin, topic, n, st, c.KafkaOpts...)
 		if !errors.Is(err, restore.ErrUnstable) {
 			return res, err
 		}
 		if !logged {
 			logged = true
-			c.Logger.Info("standby waiting for the last stable offset to reach its checkpoint", "partition", n, "changelog", c.Changelog, "err", err)
+			c.Logger.Info("standby waiting for the last stable offset to reach its checkpoint", "partition", n, "changelog", topic, "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -356,11 +414,12 @@ func (m *Manager) tail() {
 		m.mu.Lock()
 		for _, f := range fs {
 			for _, t := range f.Topics {
-				if t.Topic != m.cfg.Changelog {
+				s, ok := m.byTopic[t.Topic]
+				if !ok {
 					continue
 				}
 				for i := range t.Partitions {
-					m.applyLocked(t.TopicID, &t.Partitions[i])
+					m.applyLocked(s, t.TopicID, &t.Partitions[i])
 				}
 			}
 		}
@@ -371,12 +430,12 @@ func (m *Manager) tail() {
 // applyLocked applies one partition's fetch to its standby's store: the
 // data records (a nil value is a delete) and the checkpoint after the last
 // record, data or marker, in one batch. The caller holds mu.
-func (m *Manager) applyLocked(topicID [16]byte, p *kgo.FetchPartition) {
-	r := m.reps[p.Partition]
+func (m *Manager) applyLocked(s int, topicID [16]byte, p *kgo.FetchPartition) {
+	r := m.replica(p.Partition, s)
 	if r == nil || !r.tailing || m.failed.Load() {
 		return // released, restoring, or failed: dropped
 	}
-	topic := m.cfg.Changelog
+	topic := r.topic
 	if p.Err != nil {
 		if errors.Is(p.Err, kerr.OffsetOutOfRange) {
 			m.rewindLocked(r, fmt.Sprintf("offset %d is out of range (records below it were deleted)", r.next))
@@ -466,18 +525,19 @@ func (m *Manager) refreshOnce(ctx context.Context) error {
 		return nil
 	}
 	listed := time.Now()
-	topic := m.cfg.Changelog
-	hwm, err := m.cfg.Admin.ListEndOffsets(ctx, topic)
+	topics := slices.Sorted(maps.Keys(m.byTopic))
+	hwm, err := m.cfg.Admin.ListEndOffsets(ctx, topics...)
 	if err != nil {
 		return err
 	}
-	lso, err := m.cfg.Admin.ListCommittedOffsets(ctx, topic)
+	lso, err := m.cfg.Admin.ListCommittedOffsets(ctx, topics...)
 	if err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, r := range m.reps {
+	for _, r := range m.all() {
+		topic := r.topic
 		h, ok1 := hwm.Lookup(topic, r.n)
 		l, ok2 := lso.Lookup(topic, r.n)
 		if !r.tailing || !ok1 || !ok2 || h.Err != nil || l.Err != nil ||
@@ -494,12 +554,22 @@ func (m *Manager) refreshOnce(ctx context.Context) error {
 	return nil
 }
 
-// rewindLocked stops tailing r and restores it in full. The caller holds
-// mu.
+// all returns every replica of every task. The caller holds mu.
+func (m *Manager) all() []*replica {
+	var out []*replica
+	for _, rs := range m.reps {
+		out = append(out, rs...)
+	}
+	return out
+}
+
+// rewindLocked stops tailing r and restores it in full (r's store only:
+// every store of a task has its own changelog and checkpoint). The caller
+// holds mu.
 func (m *Manager) rewindLocked(r *replica, reason string) {
-	m.cfg.Logger.Warn("standby: wiping and restoring a standby", "partition", r.n, "changelog", m.cfg.Changelog, "reason", reason)
+	m.cfg.Logger.Warn("standby: wiping and restoring a standby", "partition", r.n, "changelog", r.topic, "reason", reason)
 	r.tailing = false
-	m.cl.RemoveConsumePartitions(map[string][]int32{m.cfg.Changelog: {r.n}})
+	m.cl.RemoveConsumePartitions(map[string][]int32{r.topic: {r.n}})
 	m.restoreLocked(r, true)
 }
 
@@ -522,45 +592,82 @@ func (m *Manager) Tasks() []int32 {
 	return out
 }
 
-// Offsets returns, per standby task whose store has a checkpoint, the
-// checkpoint's changelog offset: every committed record below it is in
-// the store, so a failover to this instance replays from there.
+// Offsets returns, per standby task whose default store has a
+// checkpoint, the sum over the task's stores of their checkpoints'
+// changelog offsets (a store without a checkpoint counts 0): every
+// committed record below a store's checkpoint is in that store, so a
+// failover to this instance replays from there. With the default store
+// alone, the sum is that store's offset. Summing keeps the comparison of
+// members for one task monotone: more of any store's changelog applied,
+// a larger sum.
 func (m *Manager) Offsets() map[int32]int64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	out := make(map[int32]int64, len(m.reps))
-	for n, r := range m.reps {
-		if r.st == nil {
+	for n, offs := range m.StoreOffsets() {
+		def, ok := offs[m.stores[0].Topic]
+		if !ok {
 			continue
 		}
-		if next, ok := r.st.Next(); ok {
-			out[n] = next
+		sum := def
+		for topic, next := range offs {
+			if topic != m.stores[0].Topic {
+				sum += next
+			}
+		}
+		out[n] = sum
+	}
+	return out
+}
+
+// StoreOffsets returns, per standby task, the checkpoint offset of each
+// of its stores that has one, by changelog topic.
+func (m *Manager) StoreOffsets() map[int32]map[string]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[int32]map[string]int64, len(m.reps))
+	for n, rs := range m.reps {
+		for _, r := range rs {
+			if r.st == nil {
+				continue
+			}
+			if next, ok := r.st.Next(); ok {
+				if out[n] == nil {
+					out[n] = make(map[string]int64, len(rs))
+				}
+				out[n][r.topic] = next
+			}
 		}
 	}
 	return out
 }
 
-// Lag returns, per standby task, how many changelog offsets its store is
-// behind the partition's last stable offset (listed now): what a failover
-// to this instance would replay. A store without a checkpoint yet counts
-// from offset 0.
+// Lag returns, per standby task, how many changelog offsets its stores
+// are behind their partitions' last stable offsets (listed now), summed
+// over the task's stores: what a failover to this instance would replay.
+// A store without a checkpoint yet counts from offset 0. A task is
+// missing when a listing of one of its stores failed.
 func (m *Manager) Lag(ctx context.Context) (map[int32]int64, error) {
-	offs := m.Offsets()
+	offs := m.StoreOffsets()
 	tasks := m.Tasks()
 	if len(tasks) == 0 {
 		return nil, nil
 	}
-	lso, err := m.cfg.Admin.ListCommittedOffsets(ctx, m.cfg.Changelog)
+	topics := slices.Sorted(maps.Keys(m.byTopic))
+	lso, err := m.cfg.Admin.ListCommittedOffsets(ctx, topics...)
 	if err != nil {
-		return nil, fmt.Errorf("standby: last stable offsets of %s: %w", m.cfg.Changelog, err)
+		return nil, fmt.Errorf("standby: last stable offsets of %s: %w", strings.Join(topics, ", "), err)
 	}
 	out := make(map[int32]int64, len(tasks))
+tasks:
 	for _, n := range tasks {
-		end, ok := lso.Lookup(m.cfg.Changelog, n)
-		if !ok || end.Err != nil {
-			continue
+		var sum int64
+		for _, s := range m.stores {
+			end, ok := lso.Lookup(s.Topic, n)
+			if !ok || end.Err != nil {
+				continue tasks
+			}
+			sum += max(end.Offset-offs[n][s.Topic], 0)
 		}
-		out[n] = max(end.Offset-offs[n], 0)
+		out[n] = sum
 	}
 	return out, nil
 }
@@ -575,8 +682,8 @@ func (m *Manager) Close() error {
 	}
 	m.closed = true
 	var reps []*replica
-	for _, r := range m.reps {
-		reps = append(reps, m.removeLocked(r))
+	for n := range m.reps {
+		reps = append(reps, m.removeLocked(n)...)
 	}
 	m.mu.Unlock()
 	m.cancel()

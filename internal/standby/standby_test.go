@@ -77,9 +77,16 @@ func newManager(t *testing.T, c *kafkatest.Cluster, app, dir string) (*Manager, 
 // Manager's lock (no batch is applied meanwhile).
 func (m *Manager) view(t *testing.T, n int32) map[string]string {
 	t.Helper()
+	return m.viewStore(t, n, 0)
+}
+
+// viewStore returns the contents of store s (0: the default one, then
+// Config.Stores) of standby n, read under the Manager's lock.
+func (m *Manager) viewStore(t *testing.T, n int32, s int) map[string]string {
+	t.Helper()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r := m.reps[n]
+	r := m.replica(n, s)
 	require.NotNil(t, r)
 	require.NotNil(t, r.st)
 	out := map[string]string{}
