@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
@@ -208,4 +210,66 @@ func TestTimersChaosKill(t *testing.T) {
 	outs = c.ReadCommitted(t, out)
 	requireTimersOnce(t, outs, n)
 	t.Logf("%d inputs, %d timers fired exactly once across %d kills", n, len(outs), kills)
+}
+
+// TestTimersStandbyFailover: two runner processes of the timer-heavy
+// transformer with StandbyReplicas(1), each running one task and keeping
+// the standby of the other (its default store and its timer store). One
+// is SIGKILLed while records keep coming: the survivor releases its
+// standby stores and restores each warm from its standby's checkpoint,
+// and every timer still fires exactly once (the timers and the stream
+// time the standby kept are exact).
+func TestTimersStandbyFailover(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("timers-standby")
+	c.CreateTopic(t, in, 2)
+	c.CreateTopic(t, out, 2)
+	dir := t.TempDir()
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	defer pcl.Close()
+	ti := &timerInputs{cl: pcl, in: in}
+	ti.run(t)
+
+	a := spawnTimersChild(t, c, dir, app, in, out, 1, "a")
+	b := spawnTimersChild(t, c, dir, app, in, out, 1, "b")
+	timers := regexp.QuoteMeta(changelog.TimersTopic(app))
+	standbyOf := regexp.MustCompile(`msg="standby restored" partition=\d changelog=` + timers)
+	kafkatest.WaitFor(t, 60*time.Second, "each keeps the standby of the other's task, timers included", func() bool {
+		return standbyOf.MatchString(a.logs()) && standbyOf.MatchString(b.logs())
+	})
+	time.Sleep(2 * time.Second)
+	before := len(b.logs())
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
+	_ = a.cmd.Wait()
+	kafkatest.WaitFor(t, 60*time.Second, "the survivor runs both tasks", func() bool {
+		return strings.Count(b.logs()[before:], `msg="task restored"`) >= 2 // the default store and the timers
+	})
+	time.Sleep(time.Second)
+	ti.stop.Store(true)
+	<-ti.done
+	require.NoError(t, pcl.ProduceSync(context.Background(),
+		&kgo.Record{Topic: in, Partition: 0, Key: []byte("flush"), Value: []byte("flush"), Timestamp: time.Now().Add(time.Hour)},
+		&kgo.Record{Topic: in, Partition: 1, Key: []byte("flush"), Value: []byte("flush"), Timestamp: time.Now().Add(time.Hour)},
+	).FirstErr())
+	ti.mu.Lock()
+	n := ti.n
+	ti.mu.Unlock()
+	var outs []*kgo.Record
+	kafkatest.WaitForState(t, 120*time.Second, "every timer fired", func() bool {
+		outs = c.ReadCommitted(t, out)
+		return len(outs) >= 2*n
+	}, func() string {
+		return fmt.Sprintf("%d outputs of %d; survivor log:\n%s", len(outs), 2*n, lastLines(b.logs(), 20))
+	})
+	time.Sleep(500 * time.Millisecond)
+	requireTimersOnce(t, c.ReadCommitted(t, out), n)
+
+	logs := b.logs()[before:]
+	released := regexp.MustCompile(`msg="standby released" partition=\d changelog=` + timers).FindString(logs)
+	require.NotEmpty(t, released, "the survivor released its timer store's standby: %s", logs)
+	restored := regexp.MustCompile(`msg="task restored" partition=\d changelog=` + timers + ` records=\d+ from=\d+ to=\d+ full=(\w+)`).FindStringSubmatch(logs)
+	require.NotNil(t, restored, logs)
+	require.Equal(t, "false", restored[1], "the timer store restored warm from the standby: %s", restored[0])
+	t.Logf("%d inputs, %d timers fired exactly once; %s; %s", n, 2*n, released, restored[0])
 }
