@@ -75,15 +75,20 @@ func (o *overlay) writes() []store.Write {
 // order: due time, then timer key bytes.
 type timerOverlay struct {
 	m map[string]process.TimerOp
+	// low is, per kind, at most the earliest due time of the timers set
+	// in m (exact after a scan, lowered by every set): a batch whose
+	// horizon is before it finds no due timer in m without a scan.
+	low [3]int64
+	// has: m may hold set timers of the kind.
+	has [3]bool
 
-	mu  sync.Mutex
-	due map[process.TimeKind][]timerAt // set timers by kind, in due order; nil: to build
+	mu sync.Mutex // serializes the scans of concurrent readers
 }
 
 type timerAt struct {
 	tk  string // store.TimerKey
 	due int64
-	op  *process.TimerOp
+	op  process.TimerOp
 }
 
 func cmpTimerAt(a, b timerAt) int {
@@ -93,31 +98,43 @@ func cmpTimerAt(a, b timerAt) int {
 	return cmp.Compare(a.tk, b.tk)
 }
 
+// put records op; only Add calls it, while no batch reads.
 func (o *timerOverlay) put(op process.TimerOp) {
 	if o.m == nil {
 		o.m = make(map[string]process.TimerOp)
 	}
 	o.m[string(store.TimerKey(op.Key, op.Name))] = op
-	o.due = nil
+	if k := op.Kind; !op.Cancel && int(k) < len(o.low) && (!o.has[k] || op.Due < o.low[k]) {
+		o.low[k], o.has[k] = op.Due, true
+	}
 }
 
-// sortedDue returns the set timers of kind in due order.
-func (o *timerOverlay) sortedDue(kind process.TimeKind) []timerAt {
+// dueUpTo returns the timers of kind set in the overlay that are due at
+// or before upTo, in due order. It costs nothing while upTo is before
+// the earliest of them, else a pass over the overlay.
+func (o *timerOverlay) dueUpTo(kind process.TimeKind, upTo int64) []timerAt {
+	if int(kind) >= len(o.low) {
+		return nil
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.due == nil {
-		o.due = map[process.TimeKind][]timerAt{}
-		for tk, op := range o.m {
-			if op.Cancel {
-				continue
-			}
-			o.due[op.Kind] = append(o.due[op.Kind], timerAt{tk: tk, due: op.Due, op: &op})
+	if !o.has[kind] || o.low[kind] > upTo {
+		return nil
+	}
+	var due []timerAt
+	low, has := int64(math.MaxInt64), false
+	for tk, op := range o.m {
+		if op.Cancel || op.Kind != kind {
+			continue
 		}
-		for _, ts := range o.due {
-			slices.SortFunc(ts, cmpTimerAt)
+		low, has = min(low, op.Due), true
+		if op.Due <= upTo {
+			due = append(due, timerAt{tk: tk, due: op.Due, op: op})
 		}
 	}
-	return o.due[kind]
+	o.low[kind], o.has[kind] = low, has
+	slices.SortFunc(due, cmpTimerAt)
+	return due
 }
 
 func (o *timerOverlay) writes() []store.Write {
@@ -245,14 +262,7 @@ func (t *Task) due(kind process.TimeKind, upTo int64, fn func(process.Timer) (bo
 	}
 	defer t.leave()
 	ov := t.open.timers
-	pending := ov.sortedDue(kind)
-	n, _ := slices.BinarySearchFunc(pending, upTo, func(a timerAt, upTo int64) int {
-		if a.due <= upTo {
-			return -1
-		}
-		return 1
-	})
-	pending = pending[:n]
+	pending := ov.dueUpTo(kind, upTo)
 	stopped := false
 	call := func(tm process.Timer) (bool, error) {
 		more, err := fn(tm)
