@@ -93,6 +93,71 @@
 // encode error fails the call with a *flechtwerk.OutputError
 // (flechtwerk.ErrOutputEncode) naming the topic; it is never dropped.
 //
+// # Stores, timers and TTL
+//
+// A stage may keep named stores beside its per-key state (NewStore,
+// listed with Stores; read and written through the call's out: Get, Put,
+// Delete, Range, Prefix), read other keys' state (Emitter.StateOf,
+// RangeState), set timers of its state key (Emitter.SetTimer in event
+// time, SetWallTimer in wall-clock time, CancelTimer; fired into the
+// OnTimer callback: an OnTimer method of the Transformer, or the OnTimer
+// option) and expire state (StateTTL with OnExpire, StoreTTL):
+//
+//	st := transformer.From[Session](sessionizer{},
+//		transformer.StateTTL(24*time.Hour, transformer.WallClock))
+//
+//	func (sessionizer) Transform(ctx context.Context, rec *transformer.Record, s Session, out *transformer.Emitter[Session]) error {
+//		s.Clicks++
+//		out.SetState(s)
+//		out.SetTimer("close", rec.Timestamp.Add(30*time.Minute))
+//		return nil
+//	}
+//
+//	func (sessionizer) OnTimer(ctx context.Context, t transformer.Timer, s Session, out *transformer.Emitter[Session]) error {
+//		out.DeleteState()
+//		out.Send("sessions", t.Key, encode(s))
+//		return nil
+//	}
+//
+// Event time is the task's stream time: the largest timestamp of the
+// records of its partition so far (committed, so it survives restarts); a
+// record's call sees it including its own timestamp. Wall-clock time is
+// read once per batch (Outputs.Now).
+//
+// Reads of any key see the state committed and written by the task's
+// open transaction before the batch began, under the writes of the same
+// state key's earlier calls and of the call itself. Writes of other state
+// keys' calls of the same batch are not visible (they run concurrently):
+// reads are deterministic. When calls of several state keys of a batch
+// write the same store key, the last in bucket order wins: state keys by
+// their first record, then keys with only timers by their earliest due
+// timer.
+//
+// Timers fire per key, in that key's place, as if the task processed
+// records one at a time in run order (input topic, then offset):
+//
+//  1. An event-time timer fires just before the first record of its key
+//     whose stream time before it (the largest timestamp of the earlier
+//     records) has reached Due; a wall-clock timer due by the batch's time
+//     fires before the key's first record.
+//  2. After the key's last record, the timers due by the stream time after
+//     the batch, or by the batch's time, fire. The task also runs batches
+//     without records (ticks) for due timers, at least once per commit
+//     interval.
+//  3. Due timers of one key fire in (Due, Name) order, whatever the clock.
+//  4. A timer set (or moved) by the key's calls whose time has passed fires
+//     at the next of these points, after the call that set it; one
+//     cancelled does not fire. A timer fires at most once per batch: set
+//     in the past again by its own callback, it fires in the next batch.
+//  5. A fired timer is removed unless its callback sets it again.
+//
+// A timer callback's outputs without a Timestamp carry the timer's Due
+// (event time) or the batch's time (wall clock). Its outputs, writes and
+// the removal of the timer commit in the task's transaction: a timer
+// fires exactly once in effect, across kills, moves and restarts. An
+// error of a callback is a *TimerError and fails the batch like a
+// transform's.
+//
 // # Semantics
 //
 //   - Records of one state key within a batch run serially, in input-topic

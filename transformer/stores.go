@@ -108,7 +108,11 @@ func (f storeOpt) applyStore(b *storeBase) { f(b) }
 // clock: the batch's time), a Delete disarms it. An expired key is
 // deleted in a transaction (a tombstone on the store's changelog). The
 // expiry is a timer of the store key (a state key of the task), so the
-// stage keeps a timer store. d must be positive.
+// stage keeps a timer store; it fires in that key's place. A Put of the
+// key by another state key's call in the very batch in which its expiry
+// fires follows the dedupe rule of Store: the later in bucket order wins,
+// and the expiry of a key without records of its own comes last. d must
+// be positive.
 func StoreTTL(d time.Duration, kind TimeKind) StoreOpt {
 	return storeOpt(func(b *storeBase) {
 		b.ttl, b.ttlKind = d, kind
@@ -159,8 +163,10 @@ func Stores(stores ...StoreDef) Opt {
 // then the state is deleted: a tombstone on the changelog, in the task's
 // transaction with the callback's outputs. The expiry is a timer of the
 // key: the sweep costs one index seek per batch plus the expired keys,
-// never a scan of the store. d must be positive; a stateless stage has no
-// state to expire (Validate reports both).
+// never a scan of the store. The key's own timers (SetTimer) outlive its
+// expiry: their callback then gets no state (Emitter.HadState is false).
+// d must be positive; a stateless stage has no state to expire (Validate
+// reports both).
 func StateTTL(d time.Duration, kind TimeKind) Opt {
 	return optFunc(func(c *cfg) { c.ttl, c.ttlKind, c.ttlSet = d, kind, true })
 }
@@ -214,10 +220,10 @@ type storesCfg struct {
 	// stateCodec is the stage's Codec[S] (nil: stateless).
 	stateCodec any
 	stores     []*storeBase
-	specs   []process.StoreSpec
-	ttl     time.Duration
-	ttlKind TimeKind
-	timers  bool
+	specs      []process.StoreSpec
+	ttl        time.Duration
+	ttlKind    TimeKind
+	timers     bool
 }
 
 // index returns the index of b among the stage's stores, -1 when it does
@@ -281,6 +287,12 @@ func buildStores(c cfg, hasTimer, hasExpire, stateless bool) (*storesCfg, error)
 		}
 		if hasExpire {
 			errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "OnExpire", "a stateless stage has no state to expire"))
+		}
+		for _, b := range sc.stores {
+			if b.ttl > 0 {
+				errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, fmt.Sprintf("store %q", b.name),
+					"a StoreTTL expiry is a timer, which needs a stateful stage (its records' state keys)"))
+			}
 		}
 	} else if hasExpire && !c.ttlSet {
 		errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "OnExpire", "OnExpire runs when state expires: it needs StateTTL"))

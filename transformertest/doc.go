@@ -49,6 +49,26 @@
 // call Close when the test ends (t.Cleanup). The transformer's own value
 // is not opened.
 //
+// # Stores, timers and TTL
+//
+// A stage with named stores, timers or a TTL runs with the runtime's
+// semantics too (see package transformer): each partition has its stores,
+// its timers and its stream time, committed with its batches. The Driver's
+// wall clock is the machine's until SetNow or Advance set it; every batch
+// reads it once. Tick runs a batch without records in every partition
+// with timers (as a task does for wall-clock timers), AdvanceStreamTime
+// moves stream time as records of other keys would, then ticks. A Batch
+// reports the store writes, the timers that fired (Fired) and the keys
+// that expired (Expired); the Driver shows the pending timers of a key
+// (Timers), its expiry (Expiry), and every store's contents (RawStore,
+// StoreState):
+//
+//	d.SetNow(t0)
+//	_, err = d.Process(ctx, order("o1"))       // sets a wall-clock timer at t0+15m
+//	d.Advance(15 * time.Minute)
+//	b, err := d.Tick(ctx)                       // the timer fires: b.Fired, b.Outputs
+//	pending := d.Timers(0, []byte("o1"))        // none left
+//
 // One difference from the runtime remains: a failed batch leaves every
 // partition unchanged, whereas in the runtime the tasks of one poll commit
 // independently, so partitions without an error may have committed before

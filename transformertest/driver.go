@@ -15,6 +15,7 @@ import (
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/batch"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
+	"github.com/flechtwerk/flechtwerk/task/process"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -66,6 +67,43 @@ type Batch struct {
 	// Offsets are the committed offsets (the next offset to consume) of
 	// the batch's topics and partitions.
 	Offsets map[string]map[int32]int64
+
+	// The fields below are for a stage with stores or timers.
+
+	// StoreWrites are the writes to named stores, the last per store and
+	// key, by partition.
+	StoreWrites []StoreWrite
+	// Fired are the timers of the stage (Emitter.SetTimer) that fired, by
+	// partition, then in the order of their callbacks' outputs.
+	Fired []Fired
+	// Expired are the keys whose state (Store "") or store key (Store:
+	// the store's name) expired by their TTL, in the same order.
+	Expired []Expired
+}
+
+// StoreWrite is one write to a named store: a put of Value to Key, or a
+// delete (a tombstone on the store's changelog) when Delete is set.
+type StoreWrite struct {
+	Partition int32
+	Store     string
+	Key       []byte
+	Value     []byte
+	Delete    bool
+}
+
+// Fired is a timer that fired in task Partition.
+type Fired struct {
+	Partition int32
+	transformer.Timer
+}
+
+// Expired is a key of task Partition that expired: its state (Store is
+// "", transformer.StateTTL) or its entry in the named store Store
+// (transformer.StoreTTL).
+type Expired struct {
+	Partition int32
+	Store     string
+	Key       []byte
 }
 
 // Opt configures a Driver.
@@ -125,6 +163,16 @@ type Driver struct {
 	state    map[int32]map[string][]byte
 	outputs  []transformer.Output
 	batches  []*Batch
+
+	// A stage with stores or timers (sp not nil): its named stores
+	// (names, and per partition the contents of each), timers and stream
+	// time per partition, and the clock (zero: the machine's).
+	sp     process.Stores
+	names  []string
+	named  map[int32][]map[string][]byte
+	timers map[int32]map[timerID]process.Timer
+	stream map[int32]int64
+	now    time.Time
 
 	// codecs are the stage's codecs that implement flechtwerk.Lifecycle
 	// (state, declared outputs); opened once opened, none after closed.
@@ -213,6 +261,15 @@ func New(t Stage, opts ...Opt) (*Driver, error) {
 	for i, t := range c.inputs {
 		d.topicIdx[t] = i
 	}
+	if sp, ok := tr.(process.Stores); ok {
+		d.sp = sp
+		for _, s := range sp.Stores() {
+			d.names = append(d.names, s.Name)
+		}
+		d.named = map[int32][]map[string][]byte{}
+		d.timers = map[int32]map[timerID]process.Timer{}
+		d.stream = map[int32]int64{}
+	}
 	return d, nil
 }
 
@@ -290,8 +347,17 @@ func (d *Driver) Process(ctx context.Context, in ...Input) (*Batch, error) {
 		byPart[r.Partition] = append(byPart[r.Partition], rec)
 	}
 
-	// One task's batch per partition, concurrently, bounded together.
-	parts := slices.Sorted(maps.Keys(byPart))
+	return d.run(ctx, byPart, slices.Sorted(maps.Keys(byPart)), topicIdx, next, len(in))
+}
+
+// run runs one task's batch per partition of parts (its records in
+// byPart), concurrently, bounded together, and commits them all when all
+// succeeded; d.mu is held.
+func (d *Driver) run(ctx context.Context, byPart map[int32][]*kgo.Record, parts []int32, topicIdx map[string]int, next map[string]map[int32]int64, records int) (*Batch, error) {
+	now := d.now
+	if now.IsZero() {
+		now = time.Now()
+	}
 	results := make([]*batch.Result, len(parts))
 	errs := make([]error, len(parts))
 	sem := make(chan struct{}, d.cfg.concurrency)
@@ -300,14 +366,22 @@ func (d *Driver) Process(ctx context.Context, in ...Input) (*Batch, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = batch.Run(ctx, batch.Params{
+			params := batch.Params{
 				Transformer: d.tr,
 				Partition:   p,
 				TopicOrder:  topicIdx,
 				State:       d.stateOf(p),
 				Sem:         sem,
 				Name:        "transformertest",
-			}, byPart[p])
+			}
+			if d.sp != nil {
+				v := d.viewOf(p, now)
+				params.View = v
+				if d.sp.Timers() {
+					params.Due = v.due
+				}
+			}
+			results[i], errs[i] = batch.Run(ctx, params, byPart[p])
 		}()
 	}
 	wg.Wait()
@@ -322,7 +396,7 @@ func (d *Driver) Process(ctx context.Context, in ...Input) (*Batch, error) {
 
 	// Partition the outputs as the producer would: an output the
 	// runtime's transaction would fail on fails the batch.
-	b := &Batch{Records: len(in), Offsets: next}
+	b := &Batch{Records: records, Offsets: next}
 	for _, res := range results {
 		for _, o := range res.Outputs {
 			out, err := d.toOutput(o)
@@ -338,6 +412,11 @@ func (d *Driver) Process(ctx context.Context, in ...Input) (*Batch, error) {
 		p := parts[i]
 		for _, w := range res.Writes {
 			b.Changelog = append(b.Changelog, Write{Partition: p, Key: clone(w.Key), Value: clone(w.Value), Delete: w.Delete})
+		}
+	}
+	if d.sp != nil {
+		for i, res := range results {
+			d.commitStores(b, parts[i], res)
 		}
 	}
 	for _, w := range b.Changelog {

@@ -99,3 +99,56 @@ func ExampleOutputs() {
 	// and=1 partition 3 at 1002
 	// dog=1 partition 0 at 1004
 }
+
+// A payment timeout: an order not paid within 15 minutes of wall-clock
+// time is cancelled, driven by the Driver's clock.
+func Example_timers() {
+	type order struct{ Paid bool }
+	st := transformer.New(func(ctx context.Context, rec *transformer.Record, o order, out *transformer.Emitter[order]) error {
+		if string(rec.Value) == "paid" {
+			out.DeleteState()
+			out.CancelTimer("timeout")
+			return nil
+		}
+		out.SetState(o)
+		out.SetWallTimer("timeout", out.Now().Add(15*time.Minute))
+		return nil
+	}, transformer.OnTimer(func(ctx context.Context, t transformer.Timer, o order, out *transformer.Emitter[order]) error {
+		out.DeleteState()
+		out.Send("cancelled", t.Key, []byte("unpaid"))
+		return nil
+	}))
+	d, err := transformertest.New(st)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx := context.Background()
+	d.SetNow(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
+	if _, err := d.Process(ctx,
+		transformertest.StringInput("orders", 0, "o1", "placed"),
+		transformertest.StringInput("orders", 0, "o2", "placed")); err != nil {
+		fmt.Println(err)
+		return
+	}
+	d.Advance(10 * time.Minute)
+	if _, err := d.Process(ctx, transformertest.StringInput("orders", 0, "o2", "paid")); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("pending for o1:", d.Timers(0, []byte("o1"))[0].Due.UTC().Format("15:04"))
+	d.Advance(5 * time.Minute)
+	b, err := d.Tick(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, o := range b.Outputs {
+		fmt.Printf("%s %s=%s at %s\n", o.Topic, o.Key, o.Value, o.Timestamp.UTC().Format("15:04"))
+	}
+	fmt.Println("timers left:", len(d.Timers(0, []byte("o1")))+len(d.Timers(0, []byte("o2"))))
+	// Output:
+	// pending for o1: 09:15
+	// cancelled o1=unpaid at 09:15
+	// timers left: 0
+}

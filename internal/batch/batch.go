@@ -52,11 +52,14 @@ type Params struct {
 	// open transaction before the batch began. Its StreamTime is the
 	// task's stream time before the batch and its Now the batch's
 	// wall-clock time. Required for a process.Stores processor; a plain
-	// Processor never reads it.
+	// Processor never reads it. Its Get and Scan are called concurrently
+	// from the buckets; nothing else writes the state while Run runs.
 	View process.State
 	// Due calls fn for the timers of kind whose Due <= upTo, committed or
 	// written by the open transaction, ascending by (Due, Key, Name),
-	// until fn returns false or an error. Nil: no timer fires.
+	// until fn returns false or an error. Nil: no timer fires. Run calls
+	// it twice (EventTime up to the stream time after the batch,
+	// WallClock up to View.Now) before any bucket runs.
 	Due func(kind process.TimeKind, upTo int64, fn func(t process.Timer) (bool, error)) error
 
 	// sx is the batch's stores and timers, set by Run for a
@@ -101,8 +104,10 @@ type Result struct {
 	// of the stream time before it (Params.View) and the timestamps of
 	// its input records.
 	StreamTime int64
-	// Fired is how many timers fired.
-	Fired int
+	// Fired is how many timers fired; FiredTimers are they, in bucket
+	// order, then firing order.
+	Fired       int
+	FiredTimers []process.Timer
 }
 
 // bucket is the records of one state key.

@@ -107,6 +107,7 @@ func (sx *storesBatch) merge(res *Result, buckets []*bucket) {
 	for _, bk := range buckets {
 		x := sx.xs[bk]
 		res.Fired += x.fired
+		res.FiredTimers = append(res.FiredTimers, x.firedTimers...)
 		writes = append(writes, x.writes...)
 		timers = append(timers, x.timers...)
 	}
@@ -149,9 +150,10 @@ type storesBucket struct {
 	first int64
 	// pending are the key's timers that may fire in this batch, by name;
 	// fired the names that fired.
-	pending map[string]process.Timer
-	fired   int
-	done    map[string]struct{}
+	pending     map[string]process.Timer
+	fired       int
+	firedTimers []process.Timer
+	done        map[string]struct{}
 	// writes and timers are the bucket's store writes and timer
 	// operations in call order; over the last write per store and key,
 	// which the bucket's later calls read.
@@ -257,6 +259,7 @@ func (x *storesBucket) fire(ctx context.Context, p *Params, bk *bucket, st int64
 		}
 		x.done[t.Name] = struct{}{}
 		x.fired++
+		x.firedTimers = append(x.firedTimers, process.Timer{Key: bk.key, Name: t.Name, Kind: t.Kind, Due: t.Due})
 		x.timers = append(x.timers, process.TimerOp{Timer: process.Timer{Key: bk.key, Name: t.Name, Kind: t.Kind, Due: t.Due}, Cancel: true})
 		x.stream = st
 		res, err := fireTimer(ctx, x.sx.sp, t, *cur, *found, x.view(bk, *cur, *found))
@@ -324,7 +327,9 @@ func (x *storesBucket) apply(bk *bucket, res stage.Result) {
 		if x.over == nil {
 			x.over = make(map[overKey]overVal)
 		}
-		x.over[overKey{w.Store, string(w.Key)}] = overVal{value: w.Value, del: w.Delete}
+		// StoreWrite.Store indexes the named stores; State's store
+		// argument counts the default store first.
+		x.over[overKey{w.Store + 1, string(w.Key)}] = overVal{value: w.Value, del: w.Delete}
 		x.writes = append(x.writes, w)
 	}
 	for _, op := range res.Timers {

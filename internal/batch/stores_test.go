@@ -346,7 +346,7 @@ func TestRunTimersSetInBatch(t *testing.T) {
 
 func TestRunStoresReadsAndWrites(t *testing.T) {
 	put := func(key, v string) process.StoreWrite {
-		return process.StoreWrite{Store: 1, Key: []byte(key), Value: []byte(v)}
+		return process.StoreWrite{Store: 0, Key: []byte(key), Value: []byte(v)} // named store 0: State's store 1
 	}
 	v := &memView{stores: map[int]map[string]string{
 		process.DefaultStore: {"a": "A0", "b": "B0", "c": "C0"},
@@ -374,7 +374,7 @@ func TestRunStoresReadsAndWrites(t *testing.T) {
 		switch id {
 		case "a1":
 			return process.Result{Op: process.Put, State: []byte("A1"),
-				Writes: []process.StoreWrite{put("x", "xa"), put("w", "wa"), {Store: 1, Key: []byte("y"), Delete: true}}}, nil
+				Writes: []process.StoreWrite{put("x", "xa"), put("w", "wa"), {Store: 0, Key: []byte("y"), Delete: true}}}, nil
 		case "b2":
 			return process.Result{Op: process.Delete, Writes: []process.StoreWrite{put("x", "xb")}}, nil
 		}
@@ -392,7 +392,7 @@ func TestRunStoresReadsAndWrites(t *testing.T) {
 		"a3": "x=xa b=B0 s1=[w=wa,x=xa] s0=[a=A1,b=B0,c=C0]",
 	}, reads)
 	// Last write per store and key in bucket order: b's bucket is after a's.
-	require.Equal(t, []process.StoreWrite{put("w", "wa"), {Store: 1, Key: []byte("y"), Delete: true}, put("x", "xb")}, res.StoreWrites)
+	require.Equal(t, []process.StoreWrite{put("w", "wa"), {Store: 0, Key: []byte("y"), Delete: true}, put("x", "xb")}, res.StoreWrites)
 }
 
 func TestRunTimerOutputsAndErrors(t *testing.T) {

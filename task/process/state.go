@@ -73,7 +73,9 @@ type State interface {
 	// false or an error. The slices are valid only during the call.
 	Scan(store int, lo, hi []byte, fn func(key, value []byte) (bool, error)) error
 	// StreamTime is the task's stream time when the call began (Unix
-	// milliseconds; 0 before any record).
+	// milliseconds; 0 before any record): in a record's call, the
+	// largest timestamp of the records up to and including that record;
+	// in a timer's call, the stream time at which it fired.
 	StreamTime() int64
 	// Now is the wall-clock time the batch uses for wall-clock timers and
 	// TTLs (one value per batch, so a batch is reproducible).
@@ -98,6 +100,9 @@ type Stores interface {
 	// Fire runs the callback of a due timer t of state key t.Key, whose
 	// state is state (found: there is one). The task removes the timer
 	// unless the result sets it again (a TimerOp of the same Key and
-	// Name).
+	// Name). Result.Op applies to t.Key's state as a record's would; the
+	// task stamps outputs without a Timestamp with t.Due (EventTime) or
+	// State.Now (WallClock). When timers fire relative to records is
+	// documented in package transformer ("Stores, timers and TTL").
 	Fire(ctx context.Context, t Timer, state []byte, found bool, st State) (Result, error)
 }
