@@ -144,6 +144,9 @@ func TestTimersKilledBetweenFiringAndCommit(t *testing.T) {
 	_, err = b.CommitOpen(ctx)
 	require.NoError(t, err)
 
+	// The markers of a transaction may be written after EndTxn answered.
+	c.WaitSettled(t, out)
+	c.WaitSettled(t, changelog.TimersTopic(app))
 	outs := c.ReadCommitted(t, out)
 	require.Len(t, outs, 10, "each fired timer's output exactly once")
 	for i, o := range outs {

@@ -84,6 +84,9 @@ func TestStateTTLExpiresOnlyIdleKeys(t *testing.T) {
 	waitAll()
 	require.NoError(t, inst.stop(t))
 
+	// The markers of the last transactions may follow their EndTxn.
+	c.WaitSettled(t, out)
+	c.WaitSettled(t, changelog.Topic(app))
 	outs := c.ReadCommitted(t, out)
 	got := map[string][]string{}
 	for _, o := range outs {
