@@ -18,6 +18,7 @@ import (
 var (
 	timerBenchRecords = flag.Int("timers-records", 100_000, "records per run of BenchmarkTimersThroughput")
 	timerBenchKeys    = flag.Int("timers-keys", 10_000, "keys of BenchmarkTimersThroughput")
+	timerBenchCommit  = flag.Duration("timers-commit-interval", 0, "commit interval of BenchmarkTimersThroughput (0: the default)")
 )
 
 // benchCounter counts per key and emits the count; with timers it also
@@ -48,7 +49,8 @@ func benchCounter(out string, timers bool) *transformer.Stage[int] {
 // median counts), each on a fresh application over -timers-records
 // records of -timers-keys keys on two partitions. The rate is taken from
 // the first commit to the last (start-up excluded). It reports both rates
-// and their ratio (target >= 0.8). Set KAFKA_BROKERS for a real broker.
+// and their ratio (target >= 0.8). Set KAFKA_BROKERS for a real broker;
+// -timers-commit-interval sets the commit interval of both.
 //
 //	go test ./runner/ -run '^$' -bench BenchmarkTimersThroughput -benchtime 1x
 func BenchmarkTimersThroughput(b *testing.B) {
@@ -89,8 +91,12 @@ func BenchmarkTimersThroughput(b *testing.B) {
 func timersRate(b *testing.B, c *kafkatest.Cluster, in string, n int, timers bool) float64 {
 	out, app := kafkatest.Name("out"), kafkatest.Name("bench")
 	c.CreateTopic(b, out, 2)
-	r, err := NewTransformer(benchCounter(out, timers), SeedBrokers(c.Brokers...), ApplicationID(app), InputTopics(in),
-		StateDir(b.TempDir()), SessionTimeout(6*time.Second), WithLogger(testLogger()))
+	opts := []TransformerOpt{SeedBrokers(c.Brokers...), ApplicationID(app), InputTopics(in),
+		StateDir(b.TempDir()), SessionTimeout(6 * time.Second), WithLogger(testLogger())}
+	if *timerBenchCommit > 0 {
+		opts = append(opts, CommitInterval(*timerBenchCommit))
+	}
+	r, err := NewTransformer(benchCounter(out, timers), opts...)
 	require.NoError(b, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
