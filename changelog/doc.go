@@ -1,6 +1,13 @@
 // Package changelog owns the compacted changelog topic that backs each
 // task's store.
 //
+// Every store of a task has a changelog topic of its own, with the same
+// partitions and configuration: the default store Topic(app), a named
+// store StoreTopic(app, name), the timer store TimersTopic(app). One
+// topic per store, as compaction is by key: stores sharing a topic would
+// need key prefixes that existing keys cannot be guaranteed to avoid.
+// What follows holds for each of them.
+//
 // The changelog has exactly as many partitions as the inputs: task N writes
 // its state changes to partition N explicitly (never by key hash) inside its
 // transaction, a delete is a tombstone (nil value), and a task restores its

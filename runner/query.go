@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
+	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/internal/engine/transform"
 	"github.com/flechtwerk/flechtwerk/store"
+	"github.com/flechtwerk/flechtwerk/task/process"
 )
 
 // ErrNotOwner is matched (errors.Is) by a *NotOwnerError.
@@ -17,6 +20,10 @@ var ErrNotOwner = errors.New("runner: partition not owned by this instance")
 // read: Run is not running, or the transformer is stateless or an
 // extractor.
 var ErrNotQueryable = errors.New("runner: no state to query")
+
+// ErrNoSuchStore is returned by the store queries (GetStore, ScanStore)
+// for a store name the transformer does not keep.
+var ErrNoSuchStore = errors.New("runner: no such store")
 
 // NotOwnerError is returned by Get and Range for a partition whose task
 // this instance does not run (or not yet: it may be restoring). It names
@@ -69,11 +76,7 @@ func (e *NotOwnerError) Is(target error) bool { return target == ErrNotOwner }
 // (errors.Is(err, ErrNotOwner)) naming the owner when one is known. Safe
 // for concurrent use while Run runs; ctx bounds the owner lookup.
 func (r *Runner) Get(ctx context.Context, partition int32, key []byte) (value []byte, found bool, err error) {
-	err = r.withStore(ctx, partition, func(st storeReader) error {
-		value, found, err = st.Get(key)
-		return err
-	})
-	return value, found, err
+	return r.GetStore(ctx, "", partition, key)
 }
 
 // Range calls fn for every key of the committed state of task partition,
@@ -81,28 +84,111 @@ func (r *Runner) Get(ctx context.Context, partition int32, key []byte) (value []
 // the call. Errors as Get. The task's store cannot close while Range
 // runs: a rebalance waits for it, so keep fn quick.
 func (r *Runner) Range(ctx context.Context, partition int32, fn func(key, value []byte) bool) error {
-	return r.withStore(ctx, partition, func(st storeReader) error { return st.Range(fn) })
+	return r.ScanStore(ctx, "", partition, nil, nil, fn)
 }
 
-type storeReader interface {
-	Get(key []byte) ([]byte, bool, error)
-	Range(fn func(key, value []byte) bool) error
+// GetStore is Get for the store name of task partition: a named store of
+// the transformer (transformer.NewStore), its values encoded by the
+// store's codec; "" for the default store (Get); "timers" for the timer
+// store of a transformer with timers or a state TTL (keys
+// store.TimerKey, values store.TimerValue, and the stream time under
+// store.StreamTimeKey). A name the transformer does not keep gives
+// ErrNoSuchStore; other errors as Get.
+func (r *Runner) GetStore(ctx context.Context, name string, partition int32, key []byte) (value []byte, found bool, err error) {
+	err = r.withStore(ctx, name, partition, func(st *store.Store) error {
+		value, found, err = st.Get(key)
+		return err
+	})
+	return value, found, err
 }
 
-func (r *Runner) withStore(ctx context.Context, partition int32, fn func(storeReader) error) error {
-	if r.proc == nil || !r.proc.Stateful() {
-		return fmt.Errorf("%w: application %s runs no stateful transformer", ErrNotQueryable, r.cfg.ApplicationID)
+// ScanStore calls fn for the keys k of the committed state of store name
+// (as GetStore) of task partition with lo <= k < hi (hi nil: no upper
+// bound), in key order, until fn returns false; the slices are valid only
+// during the call. Errors as GetStore. The store cannot close while
+// ScanStore runs: a rebalance waits for it, so keep fn quick.
+func (r *Runner) ScanStore(ctx context.Context, name string, partition int32, lo, hi []byte, fn func(key, value []byte) bool) error {
+	return r.withStore(ctx, name, partition, func(st *store.Store) error {
+		return st.Scan(lo, hi, func(k, v []byte) (bool, error) { return fn(k, v), nil })
+	})
+}
+
+// StoreNames returns the names of the stores the transformer keeps per
+// task besides the default one: its named stores in their declared order,
+// then "timers" when it sets timers. Empty for other stages.
+func (r *Runner) StoreNames() []string {
+	ps, ok := r.proc.(process.Stores)
+	if !ok {
+		return nil
 	}
-	if q := r.ops.query(); q != nil {
-		ok, err := q.ReadStore(partition, func(st *store.Store) error { return fn(st) })
-		if err != nil {
-			return fmt.Errorf("runner: reading the store of partition %d: %w", partition, err)
-		}
-		if ok {
-			return nil
-		}
+	var names []string
+	for _, s := range ps.Stores() {
+		names = append(names, s.Name)
+	}
+	if ps.Timers() {
+		names = append(names, changelog.TimersName)
+	}
+	return names
+}
+
+// namedStores is implemented by the engine's query handle
+// (transform.Query) for the named stores of its tasks: it calls fn with
+// store name of running task n and reports true, or reports false when
+// task n does not run here; the store cannot close while fn runs.
+type namedStores interface {
+	ReadNamedStore(n int32, name string, fn func(*store.Store) error) (bool, error)
+}
+
+// storeEngine is what withStore reads stores through: a running engine's
+// query handle.
+type storeEngine interface {
+	ReadStore(n int32, fn func(*store.Store) error) (bool, error)
+}
+
+func (r *Runner) withStore(ctx context.Context, name string, partition int32, fn func(*store.Store) error) error {
+	var q storeEngine
+	if qq := r.ops.query(); qq != nil {
+		q = qq
+	}
+	ok, err := r.readStore(q, name, partition, fn)
+	if err != nil || ok {
+		return err
 	}
 	return r.notOwner(ctx, partition)
+}
+
+// readStore calls fn with store name of task partition through q (nil:
+// Run is not running) and reports whether the task runs here.
+func (r *Runner) readStore(q storeEngine, name string, partition int32, fn func(*store.Store) error) (bool, error) {
+	if name == "" {
+		if r.proc == nil || !r.proc.Stateful() {
+			return false, fmt.Errorf("%w: application %s runs no stateful transformer", ErrNotQueryable, r.cfg.ApplicationID)
+		}
+	} else if !slices.Contains(r.StoreNames(), name) {
+		return false, fmt.Errorf("%w: application %s keeps no store %q (its stores: %q)", ErrNoSuchStore, r.cfg.ApplicationID, name, r.StoreNames())
+	}
+	if q == nil {
+		return false, nil
+	}
+	var ok bool
+	var err error
+	if name == "" {
+		ok, err = q.ReadStore(partition, fn)
+	} else {
+		nq, can := q.(namedStores)
+		if !can {
+			return false, fmt.Errorf("%w: this runner's engine does not serve named stores (store %q)", ErrNotQueryable, name)
+		}
+		ok, err = nq.ReadNamedStore(partition, name, fn)
+	}
+	if err != nil {
+		what := "the store"
+		if name != "" {
+			what = fmt.Sprintf("store %q", name)
+		}
+		return false, fmt.Errorf("runner: reading %s of partition %d: %w", what, partition, err)
+	}
+	return ok, nil
 }
 
 // notOwner describes the group to name the owner of partition.

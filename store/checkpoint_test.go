@@ -202,3 +202,42 @@ func TestOpenWipesUntrustedStore(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenKeepsLayout1Store: a store written before timer stores existed
+// (metadata {"layout":1,"application_id":...} and nothing else) is kept
+// with its state and checkpoint by a default Open, and its metadata is
+// not rewritten.
+func TestOpenKeepsLayout1Store(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "app", "0")
+	old, err := json.Marshal(map[string]any{"layout": 1, "application_id": "app"})
+	require.NoError(t, err)
+	db, err := pebble.Open(dir, &pebble.Options{})
+	require.NoError(t, err)
+	cp := make([]byte, 32)
+	cp[0], cp[23] = 7, 42 // topic ID 07..., next 42, no time
+	for _, kv := range [][2][]byte{{{0x00, 'm'}, old}, {{0x00, 'c'}, cp}, {{0x01, 'k'}, []byte("v")}} {
+		require.NoError(t, db.Set(kv[0], kv[1], pebble.Sync))
+	}
+	require.NoError(t, db.Close())
+
+	var logs syncBuffer
+	st, err := store.Open(context.Background(), dir, store.Options{ApplicationID: "app", Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	got, ok := st.Checkpoint()
+	require.True(t, ok)
+	require.Equal(t, int64(42), got.Next)
+	v, found, err := st.Get([]byte("k"))
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, "v", string(v))
+	require.NotContains(t, logs.String(), "wiping")
+	require.NoError(t, st.Close())
+
+	db, err = pebble.Open(dir, &pebble.Options{})
+	require.NoError(t, err)
+	defer db.Close()
+	m, closer, err := db.Get([]byte{0x00, 'm'})
+	require.NoError(t, err)
+	defer closer.Close()
+	require.Equal(t, string(old), string(m))
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -18,7 +19,8 @@ import (
 var StreamTimeKey = []byte{0x00}
 
 // dueLower and dueUpper bound the due index of a timer store: entry
-// 0x02, kind, due (sign bit flipped, big endian), TimerKey -> empty.
+// 0x02, kind, due (sign bit flipped, big endian), state key (escaped),
+// timer name -> empty; see dueKey.
 var (
 	dueLower = []byte{0x02}
 	dueUpper = []byte{0x03}
@@ -82,13 +84,68 @@ func DecodeStreamTime(v []byte) (ms int64, ok bool) {
 	return int64(binary.BigEndian.Uint64(v)), true
 }
 
-// dueKey appends the index key of a timer to b. The due time's sign bit
-// is flipped so that the byte order of the index is the numeric order of
-// due times, negative ones included.
-func dueKey(b []byte, kind uint8, due int64, timerKey []byte) []byte {
+// CompareDue orders timers as Due lists them: by due time, then state
+// key, then timer name (bytewise). It returns -1, 0 or +1. A structure
+// merged with Due (an open transaction's timers) must use this order.
+func CompareDue(aDue int64, aKey []byte, aName string, bDue int64, bKey []byte, bName string) int {
+	switch {
+	case aDue < bDue:
+		return -1
+	case aDue > bDue:
+		return 1
+	}
+	if c := bytes.Compare(aKey, bKey); c != 0 {
+		return c
+	}
+	return strings.Compare(aName, bName)
+}
+
+// dueKey appends the index key of a timer to b: its byte order is the
+// order of (kind, due, state key, name). The due time's sign bit is
+// flipped, so that negative due times sort first. The state key is
+// escaped (0x00 -> 0x00 0xff) and ends with 0x00 0x01, so that a key
+// sorts before its extensions whatever bytes follow; the name comes last
+// as it is. A nil stateKey with an empty name gives the bound of due.
+func dueKey(b []byte, kind uint8, due int64, stateKey []byte, name string) []byte {
 	b = append(b, dueLower[0], kind)
 	b = binary.BigEndian.AppendUint64(b, uint64(due)^(1<<63))
-	return append(b, timerKey...)
+	if stateKey == nil && name == "" {
+		return b
+	}
+	for _, c := range stateKey {
+		if c == 0x00 {
+			b = append(b, 0x00, 0xff)
+		} else {
+			b = append(b, c)
+		}
+	}
+	b = append(b, 0x00, 0x01)
+	return append(b, name...)
+}
+
+// parseDueKey splits the tail of an index entry after kind and due into
+// the state key and the timer name.
+func parseDueKey(tail []byte) (stateKey []byte, name string, ok bool) {
+	key := make([]byte, 0, len(tail))
+	for i := 0; i < len(tail); i++ {
+		if tail[i] != 0x00 {
+			key = append(key, tail[i])
+			continue
+		}
+		if i+1 >= len(tail) {
+			return nil, "", false
+		}
+		switch tail[i+1] {
+		case 0xff:
+			key = append(key, 0x00)
+			i++
+		case 0x01:
+			return key, string(tail[i+2:]), true
+		default:
+			return nil, "", false
+		}
+	}
+	return nil, "", false
 }
 
 // indexTimer adds to b the due-index changes of the timer-store write w,
@@ -103,7 +160,8 @@ func (s *Store) indexTimer(b *pebble.Batch, w Write, old []byte, found bool, low
 		}
 		return nil
 	}
-	if _, _, ok := DecodeTimerKey(w.Key); !ok {
+	stateKey, name, ok := DecodeTimerKey(w.Key)
+	if !ok {
 		return fmt.Errorf("store: timer record in %s: key %q is neither a timer key nor the stream-time key", s.dir, w.Key)
 	}
 	var kind uint8
@@ -119,7 +177,7 @@ func (s *Store) indexTimer(b *pebble.Batch, w Write, old []byte, found bool, low
 			return nil // a replay of the same record: the entry stands
 		}
 		if okind, odue, okv := DecodeTimerValue(old); okv {
-			if err := b.Delete(dueKey(nil, okind, odue, w.Key), nil); err != nil {
+			if err := b.Delete(dueKey(nil, okind, odue, stateKey, name), nil); err != nil {
 				return err
 			}
 		}
@@ -128,7 +186,7 @@ func (s *Store) indexTimer(b *pebble.Batch, w Write, old []byte, found bool, low
 		return nil
 	}
 	lows.add(kind, due)
-	return b.Set(dueKey(nil, kind, due, w.Key), nil, nil)
+	return b.Set(dueKey(nil, kind, due, stateKey, name), nil, nil)
 }
 
 // lowDues collects the smallest due time per kind of the index entries a
@@ -199,10 +257,9 @@ func (f *dueFloors) raise(kind uint8, gen uint64, to int64) {
 }
 
 // Due calls fn for every timer of kind due at or before upTo (Unix
-// milliseconds), in ascending order of due time, then of TimerKey bytes
-// (for one state key: of timer name), until fn returns false or an error,
-// which Due returns. key is the timer's state key, valid only during the
-// call. The store must have been opened with Options.Timers. Due may run
+// milliseconds), in ascending order of due time, state key and name
+// (CompareDue), until fn returns false or an error, which Due returns.
+// key is the timer's state key, valid only during the call. The store must have been opened with Options.Timers. Due may run
 // concurrently with itself, Get and Scan.
 //
 // Cost: one index seek plus the timers visited, whatever the number of
@@ -218,7 +275,7 @@ func (s *Store) Due(kind uint8, upTo int64, fn func(key []byte, name string, due
 	if floor > upTo {
 		return nil
 	}
-	lower := dueKey(nil, kind, floor, nil)
+	lower := dueKey(nil, kind, floor, nil, "")
 	var upper []byte
 	if upTo == math.MaxInt64 {
 		upper = []byte{dueLower[0], kind + 1}
@@ -226,7 +283,7 @@ func (s *Store) Due(kind uint8, upTo int64, fn func(key []byte, name string, due
 			upper = dueUpper
 		}
 	} else {
-		upper = dueKey(nil, kind, upTo+1, nil)
+		upper = dueKey(nil, kind, upTo+1, nil, "")
 	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
@@ -244,7 +301,7 @@ func (s *Store) Due(kind uint8, upTo int64, fn func(key []byte, name string, due
 			met = true
 			s.floors.raise(kind, gen, due)
 		}
-		key, name, okk := DecodeTimerKey(k[10:])
+		key, name, okk := parseDueKey(k[10:])
 		if !okk {
 			it.Close()
 			return fmt.Errorf("store: due index of %s: bad timer key %q", s.dir, k[10:])

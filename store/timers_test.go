@@ -105,22 +105,9 @@ func fromRecords(t testing.TB, st *store.Store, kind uint8, upTo int64) []timerE
 		return true
 	}))
 	slices.SortFunc(want, func(a, b timerEntry) int {
-		if a.Due != b.Due {
-			return cmpInt(a.Due, b.Due)
-		}
-		return bytes.Compare(store.TimerKey([]byte(a.Key), a.Name), store.TimerKey([]byte(b.Key), b.Name))
+		return store.CompareDue(a.Due, []byte(a.Key), a.Name, b.Due, []byte(b.Key), b.Name)
 	})
 	return want
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // requireIndexExact: for both kinds and several bounds, Due lists exactly
@@ -184,7 +171,8 @@ func TestDueIndexExact(t *testing.T) {
 	for i := range 200 {
 		var ws []store.Write
 		for range 1 + rng.IntN(8) {
-			k := store.TimerKey(fmt.Appendf(nil, "k%d", rng.IntN(12)), []string{"a", "b", "\x00ttl"}[rng.IntN(3)])
+			keys := []string{"k0", "k1", "k10", "k2", "\x00", "\x00\x00", "k\x00", "k", "kk", "\xff", "\xff\x00\x01"}
+			k := store.TimerKey([]byte(keys[rng.IntN(len(keys))]), []string{"a", "b", "\x00ttl", "\x00ttl:s", "\x01"}[rng.IntN(5)])
 			w := store.Write{Key: k}
 			if rng.IntN(3) == 0 {
 				w.Delete = true
@@ -286,6 +274,28 @@ func TestDueOrder(t *testing.T) {
 		{eventTime, 5, "k", "b"},
 		{eventTime, math.MaxInt64, "y", "y"},
 	}, dueAll(t, st, eventTime, math.MaxInt64))
+
+	// Among one due time: by state key, bytewise (a key before its
+	// extensions, 0x00 bytes included), then by name.
+	keys := []string{"\x00", "\x00\x00", "\x00\x01", "a", "a\x00", "a\x00\x00", "a\x00b", "a\x01", "aa", "b", "\xff", "\xff\xff"}
+	var ws2 []store.Write
+	for i := len(keys) - 1; i >= 0; i-- {
+		for _, name := range []string{"\x00ttl", "b", "a"} {
+			ws2 = append(ws2, store.Write{Key: store.TimerKey([]byte(keys[i]), name), Value: store.TimerValue(3, 7)})
+		}
+	}
+	require.NoError(t, st.Apply(ws2))
+	var want []timerEntry
+	for _, k := range keys {
+		for _, name := range []string{"\x00ttl", "a", "b"} {
+			want = append(want, timerEntry{3, 7, k, name})
+		}
+	}
+	require.Equal(t, want, dueAll(t, st, 3, 7))
+	require.Equal(t, -1, store.CompareDue(-3, []byte("z"), "z", 5, []byte("a"), "a"))
+	require.Equal(t, -1, store.CompareDue(5, []byte("k"), "a", 5, []byte("kk"), "a"))
+	require.Equal(t, 1, store.CompareDue(5, []byte("k"), "b", 5, []byte("k"), "a"))
+	require.Equal(t, 0, store.CompareDue(5, []byte("k"), "a", 5, []byte("k"), "a"))
 	require.Len(t, dueAll(t, st, eventTime, 5), 5)
 	require.Len(t, dueAll(t, st, eventTime, 4), 2)
 	require.Len(t, dueAll(t, st, eventTime, math.MinInt64), 1)

@@ -32,6 +32,7 @@ const DefaultBrokers = "localhost:9092"
 const commands = `  flechtwerk describe APP [flags]        members, tasks, lag, changelog size, transactions
   flechtwerk reset APP [flags]           reset a stopped application's input offsets (and state)
   flechtwerk state get APP KEY [flags]   a key's committed state, read from its changelog
+  flechtwerk state timers APP KEY        a key's pending timers and its task's stream time
   flechtwerk --version                   the version of this build
 
 Secrets (no broker; see docs/security.md):
@@ -70,6 +71,15 @@ rebuild it from the replayed inputs) or --keep-state (replay onto it).
 
 Prints the committed state of KEY in application APP, read from its
 changelog partition up to the last stable offset (exit 1 if absent).
+--store NAME reads a named store of APP instead, from its changelog
+{APP}-{NAME}-changelog; describe APP lists the stores.
+`,
+	"state timers": `Usage: flechtwerk state timers APP KEY [flags]
+
+Lists the pending timers of state key KEY in application APP (TTL timers
+shown as "(ttl)" or "(ttl:STORE)") and its task's stream time, read from
+the timer store's changelog {APP}-timers-changelog up to the last stable
+offset.
 `,
 }
 
@@ -202,11 +212,16 @@ func run(ctx context.Context, args []string, env Env) error {
 	case "reset":
 		err = resetCmd(ctx, rest, env)
 	case "state":
-		if len(rest) == 0 || rest[0] != "get" {
-			return usagef("state: want \"state get APP KEY\"")
+		switch {
+		case len(rest) > 0 && rest[0] == "get":
+			verb = "state get"
+			err = stateGetCmd(ctx, rest[1:], env)
+		case len(rest) > 0 && rest[0] == "timers":
+			verb = "state timers"
+			err = stateTimersCmd(ctx, rest[1:], env)
+		default:
+			return usagef("state: want \"state get APP KEY\" or \"state timers APP KEY\"")
 		}
-		verb = "state get"
-		err = stateGetCmd(ctx, rest[1:], env)
 	case "keyring":
 		err = keyringCmd(rest, env)
 	case "seal", "open", "sign", "verify", "reseal":

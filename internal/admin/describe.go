@@ -19,14 +19,17 @@ import (
 
 // Description is the result of describe APP (its --json form).
 type Description struct {
-	App          string         `json:"app"`
-	Group        Group          `json:"group"`
-	Inputs       []string       `json:"inputs"`
-	Tasks        []Task         `json:"tasks"`
-	Lag          []PartitionLag `json:"lag"`
-	TotalLag     int64          `json:"total_lag"`
-	Changelog    Changelog      `json:"changelog"`
-	Transactions []Transaction  `json:"transactions"`
+	App       string         `json:"app"`
+	Group     Group          `json:"group"`
+	Inputs    []string       `json:"inputs"`
+	Tasks     []Task         `json:"tasks"`
+	Lag       []PartitionLag `json:"lag"`
+	TotalLag  int64          `json:"total_lag"`
+	Changelog Changelog      `json:"changelog"`
+	// Stores are the changelogs of the application's named stores and
+	// of its timer store ("timers"), by store name.
+	Stores       []Changelog   `json:"stores,omitempty"`
+	Transactions []Transaction `json:"transactions"`
 	// Notes are parts that could not be described, with the reason.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -69,8 +72,10 @@ type PartitionLag struct {
 	Lag int64 `json:"lag"`
 }
 
-// Changelog describes the changelog topic {APP}-changelog.
+// Changelog describes the changelog topic {APP}-changelog of the default
+// store, or {APP}-{STORE}-changelog of the named store Store.
 type Changelog struct {
+	Store      string               `json:"store,omitempty"`
 	Topic      string               `json:"topic"`
 	Exists     bool                 `json:"exists"`
 	Partitions []ChangelogPartition `json:"partitions,omitempty"`
@@ -186,8 +191,22 @@ func Describe(ctx context.Context, adm *kadm.Client, app string, inputs []string
 		}
 	}
 
-	if err := d.describeChangelog(ctx, adm); err != nil {
+	if err := d.describeChangelog(ctx, adm, &d.Changelog); err != nil {
 		return nil, err
+	}
+	names, notes, err := storeChangelogs(ctx, adm, app)
+	if err != nil {
+		return nil, err
+	}
+	d.Notes = append(d.Notes, notes...)
+	for _, name := range names {
+		cl := Changelog{Store: name, Topic: changelog.StoreTopic(app, name)}
+		if err := d.describeChangelog(ctx, adm, &cl); err != nil {
+			return nil, err
+		}
+		if cl.Exists {
+			d.Stores = append(d.Stores, cl)
+		}
 	}
 	if tasks == 0 {
 		tasks = int32(len(d.Changelog.Partitions))
@@ -334,8 +353,9 @@ func (d *Description) describeLag(ctx context.Context, adm *kadm.Client, committ
 	return nil
 }
 
-func (d *Description) describeChangelog(ctx context.Context, adm *kadm.Client) error {
-	topic := d.Changelog.Topic
+// describeChangelog fills cl, whose Topic is set.
+func (d *Description) describeChangelog(ctx context.Context, adm *kadm.Client, cl *Changelog) error {
+	topic := cl.Topic
 	td, err := adm.ListTopics(ctx, topic)
 	if err != nil {
 		return fmt.Errorf("listing changelog topic %s: %w", topic, err)
@@ -345,7 +365,7 @@ func (d *Description) describeChangelog(ctx context.Context, adm *kadm.Client) e
 	} else if t.Err != nil {
 		return fmt.Errorf("listing changelog topic %s: %w", topic, t.Err)
 	}
-	d.Changelog.Exists = true
+	cl.Exists = true
 	starts, err := listOffsets(ctx, "start", adm.ListStartOffsets, topic)
 	if err != nil {
 		return err
@@ -357,14 +377,14 @@ func (d *Description) describeChangelog(ctx context.Context, adm *kadm.Client) e
 	ends.Each(func(e kadm.ListedOffset) {
 		s, _ := starts.Lookup(topic, e.Partition)
 		cp := ChangelogPartition{Partition: e.Partition, Start: s.Offset, End: e.Offset, Records: e.Offset - s.Offset}
-		d.Changelog.Partitions = append(d.Changelog.Partitions, cp)
-		d.Changelog.Records += cp.Records
+		cl.Partitions = append(cl.Partitions, cp)
+		cl.Records += cp.Records
 	})
-	slices.SortFunc(d.Changelog.Partitions, func(a, b ChangelogPartition) int { return int(a.Partition - b.Partition) })
+	slices.SortFunc(cl.Partitions, func(a, b ChangelogPartition) int { return int(a.Partition - b.Partition) })
 
 	// Bytes on disk, one replica per partition (the largest).
 	set := kadm.TopicsSet{}
-	for _, p := range d.Changelog.Partitions {
+	for _, p := range cl.Partitions {
 		set.Add(topic, p.Partition)
 	}
 	dirs, err := adm.DescribeAllLogDirs(ctx, set)
@@ -390,13 +410,13 @@ func (d *Description) describeChangelog(ctx context.Context, adm *kadm.Client) e
 		return nil
 	}
 	var total int64
-	for i := range d.Changelog.Partitions {
-		if b, ok := size[d.Changelog.Partitions[i].Partition]; ok {
-			d.Changelog.Partitions[i].Bytes = &b
+	for i := range cl.Partitions {
+		if b, ok := size[cl.Partitions[i].Partition]; ok {
+			cl.Partitions[i].Bytes = &b
 			total += b
 		}
 	}
-	d.Changelog.Bytes = &total
+	cl.Bytes = &total
 	return nil
 }
 
@@ -500,22 +520,10 @@ func (d *Description) Print(w io.Writer) {
 	if !d.Changelog.Exists {
 		fmt.Fprintf(w, "Changelog %s: does not exist (stateless application, or deleted)\n\n", d.Changelog.Topic)
 	} else {
-		fmt.Fprintf(w, "Changelog %s: %d partition(s), %d offsets", d.Changelog.Topic, len(d.Changelog.Partitions), d.Changelog.Records)
-		if d.Changelog.Bytes != nil {
-			fmt.Fprintf(w, ", %d bytes", *d.Changelog.Bytes)
-		}
-		fmt.Fprintln(w)
-		tw := table(w)
-		fmt.Fprintln(tw, "PARTITION\tSTART\tEND\tOFFSETS\tBYTES")
-		for _, p := range d.Changelog.Partitions {
-			b := "-"
-			if p.Bytes != nil {
-				b = fmt.Sprint(*p.Bytes)
-			}
-			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\n", p.Partition, p.Start, p.End, p.Records, b)
-		}
-		tw.Flush()
-		fmt.Fprintln(w)
+		printChangelog(w, "Changelog", d.Changelog)
+	}
+	for _, cl := range d.Stores {
+		printChangelog(w, fmt.Sprintf("Store %s, changelog", cl.Store), cl)
 	}
 
 	if len(d.Transactions) > 0 {
@@ -527,6 +535,26 @@ func (d *Description) Print(w io.Writer) {
 	for _, n := range d.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
+}
+
+// printChangelog prints an existing changelog, titled title.
+func printChangelog(w io.Writer, title string, cl Changelog) {
+	fmt.Fprintf(w, "%s %s: %d partition(s), %d offsets", title, cl.Topic, len(cl.Partitions), cl.Records)
+	if cl.Bytes != nil {
+		fmt.Fprintf(w, ", %d bytes", *cl.Bytes)
+	}
+	fmt.Fprintln(w)
+	tw := table(w)
+	fmt.Fprintln(tw, "PARTITION\tSTART\tEND\tOFFSETS\tBYTES")
+	for _, p := range cl.Partitions {
+		b := "-"
+		if p.Bytes != nil {
+			b = fmt.Sprint(*p.Bytes)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\n", p.Partition, p.Start, p.End, p.Records, b)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
 }
 
 func printTransactions(w io.Writer, txns []Transaction) {

@@ -30,6 +30,9 @@ type ResetPlan struct {
 	// DeleteChangelog is the changelog topic to delete (--state), empty
 	// when none is deleted (none, or it is missing already).
 	DeleteChangelog string `json:"delete_changelog,omitempty"`
+	// DeleteStoreChangelogs are the changelog topics of the named stores
+	// and of the timer store to delete with it (--state).
+	DeleteStoreChangelogs []string `json:"delete_store_changelogs,omitempty"`
 	// Changelog reports whether the changelog topic {APP}-changelog exists
 	// (the application has state to keep).
 	Changelog bool `json:"changelog"`
@@ -106,7 +109,7 @@ func resetCmd(ctx context.Context, args []string, env Env) error {
 	fs.Int64Var(&shiftBy, "shift-by", 0, "move each committed offset by `N` (negative: back), clamped to start and end")
 	fs.DurationVar(&byDuration, "by-duration", 0, "reset to the first offset at or after now minus `D` (e.g. 90m, 36h)")
 	fs.StringVar(&inputs, "input", "", "input `TOPICS`, comma separated (default: the topics the group committed offsets for)")
-	fs.BoolVar(&state, "state", false, "reset the state too: delete the changelog topic {APP}-changelog and mark the offsets as a state reset")
+	fs.BoolVar(&state, "state", false, "reset the state too: delete the changelog topics {APP}-changelog and {APP}-{STORE}-changelog of its stores and mark the offsets as a state reset")
 	fs.BoolVar(&keepState, "keep-state", false, "keep the state although offsets move back: replayed records are counted again onto it")
 	fs.BoolVar(&yes, "yes", false, "do not ask for confirmation")
 	fs.BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing")
@@ -170,6 +173,9 @@ func resetCmd(ctx context.Context, args []string, env Env) error {
 	fmt.Fprintf(env.Stdout, "done: committed %d offset(s) to group %s", len(plan.Offsets), app)
 	if plan.DeleteChangelog != "" {
 		fmt.Fprintf(env.Stdout, "; deleted topic %s", plan.DeleteChangelog)
+	}
+	for _, topic := range plan.DeleteStoreChangelogs {
+		fmt.Fprintf(env.Stdout, "; deleted topic %s", topic)
 	}
 	fmt.Fprintln(env.Stdout)
 	return nil
@@ -400,6 +406,14 @@ func PlanReset(ctx context.Context, adm *kadm.Client, app string, o ResetOptions
 		} else {
 			plan.Notes = append(plan.Notes, fmt.Sprintf("changelog topic %s does not exist: no state to delete", changelog.Topic(app)))
 		}
+		names, notes, err := storeChangelogs(ctx, adm, app)
+		if err != nil {
+			return nil, err
+		}
+		plan.Notes = append(plan.Notes, notes...)
+		for _, name := range names {
+			plan.DeleteStoreChangelogs = append(plan.DeleteStoreChangelogs, changelog.StoreTopic(app, name))
+		}
 	}
 
 	ids := make([]string, tasks)
@@ -460,16 +474,20 @@ func ApplyReset(ctx context.Context, adm *kadm.Client, plan *ResetPlan) error {
 		}
 		return fmt.Errorf("committing reset offsets to group %s: %w%s", plan.App, err, hint)
 	}
+	del := plan.DeleteStoreChangelogs
 	if plan.DeleteChangelog != "" {
-		resp, err := adm.DeleteTopic(ctx, plan.DeleteChangelog)
+		del = append([]string{plan.DeleteChangelog}, del...)
+	}
+	for _, topic := range del {
+		resp, err := adm.DeleteTopic(ctx, topic)
 		if err == nil {
 			err = resp.Err
 		}
 		if err != nil {
-			return fmt.Errorf("offsets were reset, but deleting changelog topic %s failed: %w", plan.DeleteChangelog, err)
+			return fmt.Errorf("offsets were reset, but deleting changelog topic %s failed: %w", topic, err)
 		}
-		if err := waitDeleted(ctx, adm, plan.DeleteChangelog); err != nil {
-			return fmt.Errorf("offsets were reset and changelog topic %s deleted, but it is still listed: %w", plan.DeleteChangelog, err)
+		if err := waitDeleted(ctx, adm, topic); err != nil {
+			return fmt.Errorf("offsets were reset and changelog topic %s deleted, but it is still listed: %w", topic, err)
 		}
 	}
 	plan.Done = true
@@ -506,8 +524,12 @@ func printPlan(w io.Writer, p *ResetPlan) {
 	tw.Flush()
 	cl := changelog.Topic(p.App)
 	switch {
-	case p.DeleteChangelog != "":
-		fmt.Fprintf(w, "Delete changelog topic %s: all state of %s is lost (the next start recreates it empty).\n", p.DeleteChangelog, p.App)
+	case p.DeleteChangelog != "" || len(p.DeleteStoreChangelogs) > 0:
+		all := p.DeleteStoreChangelogs
+		if p.DeleteChangelog != "" {
+			all = append([]string{p.DeleteChangelog}, all...)
+		}
+		fmt.Fprintf(w, "Delete changelog topic %s: all state of %s is lost (the next start recreates it empty).\n", strings.Join(all, ", "), p.App)
 	case p.State:
 		fmt.Fprintf(w, "State is reset: the next start of %s creates an empty changelog.\n", p.App)
 	case !p.Changelog:

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/internal/restore"
 	"github.com/flechtwerk/flechtwerk/store"
 )
@@ -162,6 +163,10 @@ func New(cfg Config) (*Manager, error) {
 	for i, s := range stores {
 		if i > 0 && (!store.ValidName(s.Name) || names[s.Name] || s.Topic == "") {
 			return nil, fmt.Errorf("standby: store %d (%q, topic %q): a valid name used once and a topic are required", i-1, s.Name, s.Topic)
+		}
+		if i > 0 && s.Timers != (s.Name == changelog.TimersName) {
+			// Opened with the other setting, a store is wiped.
+			return nil, fmt.Errorf("standby: store %q: the timer store is the one named %q, and only it", s.Name, changelog.TimersName)
 		}
 		if _, dup := byTopic[s.Topic]; dup {
 			return nil, fmt.Errorf("standby: changelog topic %q of two stores", s.Topic)

@@ -177,6 +177,8 @@ func TestNewRefusesBadStores(t *testing.T) {
 		"duplicate name": {{Name: "a", Topic: "x"}, {Name: "a", Topic: "y"}},
 		"no topic":       {{Name: "a"}},
 		"same topic":     {{Name: "a", Topic: "app-changelog"}},
+		"timers without": {{Name: "timers", Topic: "x"}},
+		"timers flag":    {{Name: "a", Topic: "x", Timers: true}},
 	} {
 		_, err := New(Config{ApplicationID: "app", Changelog: "app-changelog", Stores: stores, OnError: func(error) {}})
 		require.Error(t, err, name)
