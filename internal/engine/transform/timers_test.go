@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/internal/config"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
@@ -105,4 +106,30 @@ func TestWallTimerFiresWhileIdle(t *testing.T) {
 	t.Logf("fired %v after the record was produced, visible %v after", fired.Sub(sent), seen.Sub(sent))
 	time.Sleep(5 * interval)
 	require.Len(t, c.ReadCommitted(t, out), 1, "fired once")
+}
+
+// TestStoreTopicMismatchRefused: an existing timers changelog whose
+// partition count differs from the inputs' is refused at start-up with
+// CHANGELOG_MISMATCH naming it, as the default changelog is; nothing
+// runs.
+func TestStoreTopicMismatchRefused(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("mis-in"), kafkatest.Name("mis-out"), kafkatest.Name("mis")
+	c.CreateTopic(t, in, 2)
+	c.CreateTopic(t, out, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, changelog.Ensure(ctx, c.Adm, changelog.TimersTopic(app), 1, -1))
+
+	cfg := config.Defaults(config.Transformer)
+	cfg.Brokers, cfg.ApplicationID, cfg.InputTopics, cfg.StateDir = c.Brokers, app, []string{in}, t.TempDir()
+	cfg.Logger = testLogger()
+	require.NoError(t, cfg.Validate(config.Transformer, true))
+	cfg.EnsureLogger()
+	m, err := imetrics.New(nil, app)
+	require.NoError(t, err)
+	cfg.Metrics = m
+	err = Run(ctx, Params{Cfg: &cfg, Proc: wallTimers{out: out}, Ops: &testOps{}})
+	require.ErrorIs(t, err, flechtwerk.ErrChangelogMismatch)
+	require.ErrorContains(t, err, changelog.TimersTopic(app))
 }
