@@ -80,8 +80,10 @@
 // task then refuses the store read and the Commit that would follow, so an
 // abandoned batch never becomes visible. Close aborts an open transaction.
 // Store reads (of the buckets of a batch) do not take the lock Commit and
-// Close take: a Scan's callback may read again; Close waits for the reads
-// in progress before it closes the stores, and refuses later ones.
+// Close take: a Scan's callback may read again. Close waits for the reads
+// in progress before it closes the stores, and refuses later ones; a Scan
+// reads in passes of a few hundred entries and calls its callback (user
+// code) between them, so Close never waits for user code.
 //
 // The transformer engine (behind runner.NewTransformer) starts the tasks;
 // a test or a tool can drive a Task directly with any process.Processor

@@ -188,16 +188,47 @@ func (v *view) Get(i int, key []byte) ([]byte, bool, error) {
 	return st.Get(key)
 }
 
+// scanChunk is how many entries a Scan reads per pass: fn (user code) is
+// called between passes, outside the read, so that Close never waits for
+// user code.
+const scanChunk = 256
+
 func (v *view) Scan(i int, lo, hi []byte, fn func(key, value []byte) (bool, error)) error {
 	t := v.t
-	if !t.enter() {
-		return ErrClosed
+	for {
+		var kvs [][2][]byte
+		if !t.enter() {
+			return ErrClosed
+		}
+		st, ov, err := t.storeAt(i)
+		if err == nil {
+			err = scanMerged(st, ov, lo, hi, func(k, val []byte) (bool, error) {
+				kvs = append(kvs, [2][]byte{bytes.Clone(k), bytes.Clone(val)})
+				return len(kvs) < scanChunk, nil
+			})
+		}
+		t.leave()
+		if err != nil {
+			return err
+		}
+		for _, kv := range kvs {
+			if more, err := fn(kv[0], kv[1]); err != nil || !more {
+				return err
+			}
+		}
+		if len(kvs) < scanChunk {
+			return nil
+		}
+		// The next pass starts right after the last key passed.
+		lo = append(kvs[len(kvs)-1][0], 0)
 	}
-	defer t.leave()
-	st, ov, err := t.storeAt(i)
-	if err != nil {
-		return err
-	}
+}
+
+// scanMerged calls fn for the keys k of st (nil: none) and ov with
+// lo <= k < hi in byte order, the overlay's write winning, its deletes
+// skipped, until fn returns false or an error.
+func scanMerged(st *store.Store, ov *overlay, lo, hi []byte, fn func(key, value []byte) (bool, error)) error {
+	var err error
 	keys := ov.keys()
 	// The overlay's keys in [lo, hi).
 	from, _ := slices.BinarySearch(keys, string(lo))

@@ -125,3 +125,69 @@ func TestDueMergesOverlay(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, time.UnixMilli(7), next)
 }
+
+// TestViewScanInPasses: a Scan longer than a pass (scanChunk) sees every
+// key once, in order, the overlay winning, a read inside fn works, and
+// fn runs outside the read: the task's reads can close (Close) while fn
+// is blocked.
+func TestViewScanInPasses(t *testing.T) {
+	tk := testTask(t)
+	var ws []store.Write
+	want := map[string]string{}
+	for i := range 1000 {
+		k := fmt.Sprintf("k%04d", i)
+		ws = append(ws, put(k, "s"))
+		want[k] = "s"
+	}
+	require.NoError(t, tk.stores[1].Apply(ws))
+	for i := 0; i < 1000; i += 7 {
+		k := fmt.Sprintf("k%04d", i)
+		tk.open.stores[1].put(del(k))
+		delete(want, k)
+	}
+	for i := 3; i < 1000; i += 11 {
+		k := fmt.Sprintf("k%04d", i)
+		tk.open.stores[1].put(put(k, "o"))
+		want[k] = "o"
+	}
+	tk.open.stores[1].put(put("k9999", "o"))
+	want["k9999"] = "o"
+	v := &view{t: tk}
+	got := map[string]string{}
+	var last string
+	require.NoError(t, v.Scan(1, nil, nil, func(k, val []byte) (bool, error) {
+		require.Greater(t, string(k), last, "in order, once")
+		last = string(k)
+		got[string(k)] = string(val)
+		again, found, err := v.Get(1, k)
+		require.NoError(t, err)
+		require.True(t, found)
+		require.Equal(t, string(val), string(again))
+		return true, nil
+	}))
+	require.Equal(t, want, got)
+
+	blocked, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		first := true
+		done <- v.Scan(1, nil, nil, func([]byte, []byte) (bool, error) {
+			if first {
+				first = false
+				close(blocked)
+				<-release
+			}
+			return true, nil
+		})
+	}()
+	<-blocked
+	closed := make(chan struct{})
+	go func() { tk.closeReads(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("closing the reads waited for user code in a Scan")
+	}
+	close(release)
+	require.ErrorIs(t, <-done, ErrClosed, "the next pass finds the task closed")
+}
