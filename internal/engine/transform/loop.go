@@ -382,8 +382,9 @@ func (w *worker) tickDue() (next time.Time, ticked bool, err error) {
 const minTickGap = 10 * time.Millisecond
 
 // process runs one chunk, bounded by BatchTimeout, and adds it to the
-// task's open transaction; a nil chunk is a tick (task.Tick). A transform that outlives the deadline is
-// abandoned (see BatchTimeout): its goroutine's late result is discarded.
+// task's open transaction; a nil chunk is a tick (task.Tick). A transform
+// that outlives the deadline is abandoned (see BatchTimeout): its
+// goroutine's late result is discarded.
 func (w *worker) process(recs []*kgo.Record) error {
 	c := w.rn.c
 	if w.first == nil {
