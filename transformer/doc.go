@@ -131,7 +131,9 @@
 // reads are deterministic. When calls of several state keys of a batch
 // write the same store key, the last in bucket order wins: state keys by
 // their first record, then keys with only timers by their earliest due
-// timer.
+// timer. A store key's expiry (StoreTTL) is the exception: it loses to
+// any other state key's write of that store key in the same batch, so a
+// key that keeps being written never expires.
 //
 // Timers fire per key, in that key's place, as if the task processed
 // records one at a time in run order (input topic, then offset):
@@ -143,7 +145,10 @@
 //  2. After the key's last record, the timers due by the stream time after
 //     the batch, or by the batch's time, fire. The task also runs batches
 //     without records (ticks) for due timers, at least once per commit
-//     interval.
+//     interval. A batch fires a bounded number of due timers of keys
+//     without records in it (a backlog after downtime spreads over
+//     several transactions, the earliest due first); keys with records
+//     in the batch fire all theirs.
 //  3. Due timers of one key fire in (Due, Name) order, whatever the clock.
 //  4. A timer set (or moved) by the key's calls whose time has passed fires
 //     at the next of these points, after the call that set it; one

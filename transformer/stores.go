@@ -48,6 +48,13 @@ const (
 // the store's changelog topic.
 var storeNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
+// reservedStoreNames are the names the store layer keeps for itself, and
+// why: a named store's directory is {partition}.{name}.
+var reservedStoreNames = map[string]string{
+	"timers": "it names the stage's timer store",
+	"lock":   "{partition}.lock is the lock file of the default store",
+}
+
 // Store is a named key-value store of a stage, beside the per-key state
 // of its transform: values of type V, encoded by its codec, under any key
 // of the task's partition. Declare it with NewStore, list it in the
@@ -108,11 +115,12 @@ func (f storeOpt) applyStore(b *storeBase) { f(b) }
 // clock: the batch's time), a Delete disarms it. An expired key is
 // deleted in a transaction (a tombstone on the store's changelog). The
 // expiry is a timer of the store key (a state key of the task), so the
-// stage keeps a timer store; it fires in that key's place. A Put of the
-// key by another state key's call in the very batch in which its expiry
-// fires follows the dedupe rule of Store: the later in bucket order wins,
-// and the expiry of a key without records of its own comes last. d must
-// be positive.
+// stage keeps a timer store; it fires in that key's place. A key that
+// keeps being written never expires: an expiry loses to a write (Put or
+// Delete) of the same store key by another state key's call of the very
+// batch in which it fires, whatever their order in the batch; the expiry
+// then deletes nothing and that write's re-arming (or disarming) stands.
+// d must be positive.
 func StoreTTL(d time.Duration, kind TimeKind) StoreOpt {
 	return storeOpt(func(b *storeBase) {
 		b.ttl, b.ttlKind = d, kind
@@ -124,8 +132,8 @@ func StoreTTL(d time.Duration, kind TimeKind) StoreOpt {
 
 // NewStore declares a named store of values of V encoded by codec (nil:
 // JSON). The name must match ^[a-z0-9][a-z0-9_-]{0,63}$ and must not be
-// "timers" (reserved): a bad name is reported by the Validate of every
-// stage listing the store.
+// "timers" or "lock" (reserved by the store layer): a bad name is
+// reported by the Validate of every stage listing the store.
 func NewStore[V any](name string, codec Codec[V], opts ...StoreOpt) *Store[V] {
 	if codec == nil {
 		codec = JSON[V]()
@@ -223,7 +231,10 @@ type storesCfg struct {
 	specs      []process.StoreSpec
 	ttl        time.Duration
 	ttlKind    TimeKind
-	timers     bool
+	// timers: the stage keeps timers (a callback or a TTL); callback:
+	// it has a timer callback, which user timers (SetTimer) need.
+	timers   bool
+	callback bool
 }
 
 // index returns the index of b among the stage's stores, -1 when it does
@@ -245,7 +256,7 @@ func buildStores(c cfg, hasTimer, hasExpire, stateless bool) (*storesCfg, error)
 		return nil, nil
 	}
 	var errs []error
-	sc := &storesCfg{timers: hasTimer}
+	sc := &storesCfg{timers: hasTimer, callback: hasTimer}
 	seen := map[string]bool{}
 	for i, d := range c.stores {
 		if d == nil || isNilStore(d) {
@@ -255,8 +266,8 @@ func buildStores(c cfg, hasTimer, hasExpire, stateless bool) (*storesCfg, error)
 		b := d.storeDef()
 		field := fmt.Sprintf("store %q", b.name)
 		switch {
-		case b.name == "timers":
-			errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, field, "the name \"timers\" is reserved for the stage's timers"))
+		case reservedStoreNames[b.name] != "":
+			errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, field, "the name %q is reserved: %s", b.name, reservedStoreNames[b.name]))
 		case !storeNameRE.MatchString(b.name):
 			errs = append(errs, flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, field, "a store name must match %s (it names a directory and the changelog topic)", storeNameRE))
 		case seen[b.name]:
@@ -614,7 +625,7 @@ func (e *Emitter[S]) setTimer(name string, kind TimeKind, at time.Time) {
 func (e *Emitter[S]) timerCall(name, field string) *call {
 	c := e.call
 	switch {
-	case c == nil || !c.sc.timers || c.key == nil:
+	case c == nil || !c.sc.callback || c.key == nil:
 		e.fail(flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, field,
 			"timer %q: the stage has no timer callback (give it an OnTimer method or the OnTimer option)", name))
 		return nil

@@ -79,6 +79,9 @@ type Batch struct {
 	// Expired are the keys whose state (Store "") or store key (Store:
 	// the store's name) expired by their TTL, in the same order.
 	Expired []Expired
+	// MoreDue reports that due timers were left for later batches
+	// (MaxTimers): Tick again to fire them, as the runtime does at once.
+	MoreDue bool
 }
 
 // StoreWrite is one write to a named store: a put of Value to Key, or a
@@ -117,6 +120,7 @@ type cfg struct {
 	inputs      []string
 	concurrency int
 	partitions  map[string]int32
+	maxTimers   int
 }
 
 // InputTopics sets the input topics, in the order the runtime's
@@ -130,6 +134,13 @@ func InputTopics(topics ...string) Opt {
 // Concurrency bounds how many state-key buckets run their transforms at the
 // same time, like runner.Concurrency. Default 64; 1 runs them one by one.
 func Concurrency(n int) Opt { return opt(func(c *cfg) { c.concurrency = n }) }
+
+// MaxTimers bounds how many due timers of keys without records one batch
+// (Process, Tick) of a task partition fires, as the runtime's bound does:
+// the rest, the latest due, fire in later batches, and the Batch reports
+// them (MoreDue). The keys of a batch's records keep all their due
+// timers. Default: the runtime's default (10000); negative: no bound.
+func MaxTimers(n int) Opt { return opt(func(c *cfg) { c.maxTimers = n }) }
 
 // OutputPartitions sets the partition count of an output topic, over
 // which the Driver partitions its outputs as the runtime does (see
@@ -373,6 +384,7 @@ func (d *Driver) run(ctx context.Context, byPart map[int32][]*kgo.Record, parts 
 				State:       d.stateOf(p),
 				Sem:         sem,
 				Name:        "transformertest",
+				MaxTimers:   d.cfg.maxTimers,
 			}
 			if d.sp != nil {
 				v := d.viewOf(p, now)

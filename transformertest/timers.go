@@ -156,6 +156,7 @@ func (d *Driver) commitStores(b *Batch, p int32, res *batch.Result) {
 		}
 	}
 	d.stream[p] = max(d.stream[p], res.StreamTime)
+	b.MoreDue = b.MoreDue || res.MoreDue
 }
 
 // SetNow sets the Driver's wall clock, which the next batches read (one
@@ -194,7 +195,8 @@ func (d *Driver) Now() time.Time {
 // timers, as the runtime does between records (for wall-clock timers) and
 // at least once per commit interval: the timers due by the partition's
 // stream time or the Driver's clock fire, and the batch commits like one
-// of Process. A stage without timers: an empty batch.
+// of Process. A stage without timers: an empty batch. At most MaxTimers
+// due timers fire per partition; Batch.MoreDue says when more are due.
 func (d *Driver) Tick(ctx context.Context) (*Batch, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -248,6 +248,7 @@ func TestStoresValidate(t *testing.T) {
 	}{
 		{"bad name", []transformer.Opt{transformer.Stores(transformer.NewStore[int]("Bad Name", nil))}, `store "Bad Name": a store name must match`},
 		{"reserved name", []transformer.Opt{transformer.Stores(transformer.NewStore[int]("timers", nil))}, `"timers" is reserved`},
+		{"reserved name lock", []transformer.Opt{transformer.Stores(transformer.NewStore[int]("lock", nil))}, `"lock" is reserved`},
 		{"duplicate", []transformer.Opt{transformer.Stores(transformer.NewStore[int]("a", nil), transformer.NewStore[string]("a", nil))}, "listed twice"},
 		{"nil store", []transformer.Opt{transformer.Stores((*transformer.Store[int])(nil))}, "store 0 is nil"},
 		{"store TTL", []transformer.Opt{transformer.Stores(transformer.NewStore[int]("a", nil, transformer.StoreTTL(0, transformer.EventTime)))}, "StoreTTL: the TTL must be positive"},
@@ -288,6 +289,8 @@ func TestTimerMisuseFailsTheCall(t *testing.T) {
 	}{
 		{"no callback", func(out *transformer.Emitter[int]) { out.SetTimer("t", t0) }, []transformer.Opt{transformer.Stores()}, "no timer callback"},
 		{"plain stage", func(out *transformer.Emitter[int]) { out.SetTimer("t", t0) }, nil, "no timer callback"},
+		{"state TTL only", func(out *transformer.Emitter[int]) { out.SetTimer("t", t0) }, []transformer.Opt{transformer.StateTTL(time.Hour, transformer.EventTime)}, "no timer callback"},
+		{"store TTL only", func(out *transformer.Emitter[int]) { out.SetWallTimer("t", t0) }, []transformer.Opt{transformer.Stores(transformer.NewStore[int]("s", nil, transformer.StoreTTL(time.Hour, transformer.WallClock)))}, "no timer callback"},
 		{"reserved name", func(out *transformer.Emitter[int]) { out.SetTimer("\x00x", t0) }, []transformer.Opt{transformer.OnTimer(func(context.Context, transformer.Timer, int, *transformer.Emitter[int]) error { return nil })}, "must not be empty nor start with 0x00"},
 		{"empty name", func(out *transformer.Emitter[int]) { out.CancelTimer("") }, []transformer.Opt{transformer.OnTimer(func(context.Context, transformer.Timer, int, *transformer.Emitter[int]) error { return nil })}, "must not be empty"},
 	} {

@@ -61,12 +61,26 @@ type Params struct {
 	// it twice (EventTime up to the stream time after the batch,
 	// WallClock up to View.Now) before any bucket runs.
 	Due func(kind process.TimeKind, upTo int64, fn func(t process.Timer) (bool, error)) error
+	// MaxTimers bounds how many due timers of keys without records in
+	// the batch it fires (0: DefaultMaxTimers; negative: no bound), so
+	// that a backlog of due timers (after downtime, or a jump of the
+	// clock or of stream time) cannot grow a transaction past its
+	// timeouts. The keys of the batch's records keep all their due
+	// timers, so their firing stays interleaved with their records. The
+	// timers left over, the latest due, fire in later batches; the
+	// Result says so (MoreDue). Reading them still costs a pass over the
+	// due timers (Due) in a batch with records; a batch without records
+	// stops reading at the bound.
+	MaxTimers int
 
 	// sx is the batch's stores and timers, set by Run for a
 	// process.Stores processor (nil: a plain Processor, run without any
 	// of it).
 	sx *storesBatch
 }
+
+// DefaultMaxTimers is Params.MaxTimers when it is 0.
+const DefaultMaxTimers = 10000
 
 // Result is a processed, not yet committed, batch.
 type Result struct {
@@ -108,6 +122,10 @@ type Result struct {
 	// order, then firing order.
 	Fired       int
 	FiredTimers []process.Timer
+	// MoreDue reports that timers due by the batch's end were left for
+	// later batches (Params.MaxTimers): the caller should run another
+	// batch (a tick) at once rather than wait for its next timer check.
+	MoreDue bool
 }
 
 // bucket is the records of one state key.
@@ -245,7 +263,7 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 	}
 	if sx != nil {
 		var err error
-		if buckets, err = sx.collectDue(byKey, buckets); err != nil {
+		if buckets, res.MoreDue, err = sx.collectDue(byKey, buckets, p.MaxTimers); err != nil {
 			return nil, err
 		}
 	}

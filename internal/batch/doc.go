@@ -38,12 +38,20 @@
 //     set again by its callback at a passed time, it fires in the next
 //     batch. A fired timer is cancelled unless a later call sets it again.
 //     Timer operations on other keys take effect for later batches only.
+//   - Bound: of the due timers of keys without records, a batch takes at
+//     most Params.MaxTimers (DefaultMaxTimers), the earliest due (event
+//     time before wall clock); the rest fire in later batches and
+//     Result.MoreDue asks for one at once. Keys with records keep all
+//     their due timers, so the order above holds for them.
 //   - A timer callback's outputs without a timestamp get the timer's Due
 //     (event time) or View.Now (wall clock); its Op applies to its key's
 //     state like a record's.
 //   - Result.StoreWrites and Result.Timers keep the last write per store
 //     and key, and the last operation per key and name, of the buckets
-//     taken in bucket order (then call order).
+//     taken in bucket order (then call order), except that a store key's
+//     expiry (a fired timer named "\x00ttl:" + store) loses to a write of
+//     that store key by any other bucket: its delete, its cancel and its
+//     FiredTimers entry are dropped, so the write and its re-arming stand.
 //
 // It is called by package task (state read from the task's store) and by
 // package transformertest (state read from its in-memory map), so the test

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -62,14 +63,31 @@ func (sx *storesBatch) streamBefore(i int) int64 {
 
 // collectDue hands the timers due by the batch's end to the buckets of
 // their keys, adding a bucket (after the record buckets, ordered by their
-// first due timer) for a key without records.
-func (sx *storesBatch) collectDue(byKey map[string]*bucket, buckets []*bucket) ([]*bucket, error) {
+// first due timer) for a key without records. Of the timers of keys
+// without records it takes the first limit (see Params.MaxTimers), in due
+// order per kind (event time first); more reports that it left some.
+func (sx *storesBatch) collectDue(byKey map[string]*bucket, buckets []*bucket, limit int) (_ []*bucket, more bool, _ error) {
 	if !sx.sp.Timers() || sx.due == nil {
-		return buckets, nil
+		return buckets, false, nil
 	}
-	var only []*bucket
+	if limit == 0 {
+		limit = DefaultMaxTimers
+	}
+	var (
+		only  []*bucket
+		taken int
+	)
 	collect := func(t process.Timer) (bool, error) {
 		bk := byKey[string(t.Key)]
+		if bk == nil || len(sx.xs[bk].pos) == 0 {
+			if limit > 0 && taken >= limit {
+				more = true
+				// The record buckets' timers may come later; without
+				// records, stop here.
+				return len(buckets) > 0, nil
+			}
+			taken++
+		}
 		if bk == nil {
 			bk = &bucket{key: bytes.Clone(t.Key)}
 			sx.xs[bk] = &storesBucket{sx: sx, first: t.Due}
@@ -83,10 +101,10 @@ func (sx *storesBatch) collectDue(byKey map[string]*bucket, buckets []*bucket) (
 		return true, nil
 	}
 	if err := sx.due(process.EventTime, sx.end, collect); err != nil {
-		return nil, fmt.Errorf("%s: reading due timers: %w", sx.name, err)
+		return nil, false, fmt.Errorf("%s: reading due timers: %w", sx.name, err)
 	}
 	if err := sx.due(process.WallClock, sx.nowMs, collect); err != nil {
-		return nil, fmt.Errorf("%s: reading due timers: %w", sx.name, err)
+		return nil, false, fmt.Errorf("%s: reading due timers: %w", sx.name, err)
 	}
 	slices.SortStableFunc(only, func(a, b *bucket) int {
 		if c := cmp.Compare(sx.xs[a].first, sx.xs[b].first); c != 0 {
@@ -94,26 +112,79 @@ func (sx *storesBatch) collectDue(byKey map[string]*bucket, buckets []*bucket) (
 		}
 		return bytes.Compare(a.key, b.key)
 	})
-	return append(buckets, only...), nil
+	return append(buckets, only...), more, nil
 }
 
 // merge adds the buckets' store writes and timer operations to res, the
 // last per store and key (per key and name) winning, in bucket order.
+//
+// A store key's expiry (StoreTTL) loses to a write of that store key by
+// another bucket, whatever their order: the expiry is void (its delete,
+// its timer cancel and its report in FiredTimers are dropped), so the
+// write and its re-arming stand. A key that keeps being written never
+// expires.
 func (sx *storesBatch) merge(res *Result, buckets []*bucket) {
+	type wkey struct {
+		store int
+		key   string
+	}
+	var writers map[wkey][]*bucket
+	for _, bk := range buckets {
+		x := sx.xs[bk]
+		if len(x.writes) == 0 {
+			continue
+		}
+		if writers == nil {
+			writers = make(map[wkey][]*bucket)
+		}
+		for _, w := range x.writes {
+			k := wkey{w.Store, string(w.Key)}
+			if ws := writers[k]; len(ws) == 0 || ws[len(ws)-1] != bk {
+				writers[k] = append(ws, bk)
+			}
+		}
+	}
 	var (
 		writes []process.StoreWrite
 		timers []process.TimerOp
 	)
 	for _, bk := range buckets {
 		x := sx.xs[bk]
-		res.Fired += x.fired
-		res.FiredTimers = append(res.FiredTimers, x.firedTimers...)
-		writes = append(writes, x.writes...)
-		timers = append(timers, x.timers...)
-	}
-	type wkey struct {
-		store int
-		key   string
+		var voidW, voidT, voidF map[int]bool
+		for _, ex := range x.expiries {
+			lost := false
+			for _, w := range x.writes[ex.w:ex.wEnd] {
+				for _, o := range writers[wkey{w.Store, string(w.Key)}] {
+					lost = lost || o != bk
+				}
+			}
+			if !lost {
+				continue
+			}
+			if voidW == nil {
+				voidW, voidT, voidF = map[int]bool{}, map[int]bool{}, map[int]bool{}
+			}
+			for i := ex.w; i < ex.wEnd; i++ {
+				voidW[i] = true
+			}
+			voidT[ex.cancel], voidF[ex.fired] = true, true
+		}
+		res.Fired += x.fired - len(voidF)
+		for i, t := range x.firedTimers {
+			if !voidF[i] {
+				res.FiredTimers = append(res.FiredTimers, t)
+			}
+		}
+		for i, w := range x.writes {
+			if !voidW[i] {
+				writes = append(writes, w)
+			}
+		}
+		for i, op := range x.timers {
+			if !voidT[i] {
+				timers = append(timers, op)
+			}
+		}
 	}
 	seenW := make(map[wkey]struct{}, len(writes))
 	for i := len(writes) - 1; i >= 0; i-- {
@@ -154,6 +225,9 @@ type storesBucket struct {
 	fired       int
 	firedTimers []process.Timer
 	done        map[string]struct{}
+	// expiries are the store-TTL expiries that fired, which lose to a
+	// write of their store key by another bucket (see merge).
+	expiries []expiry
 	// writes and timers are the bucket's store writes and timer
 	// operations in call order; over the last write per store and key,
 	// which the bucket's later calls read.
@@ -167,6 +241,17 @@ type storesBucket struct {
 type overKey struct {
 	store int
 	key   string
+}
+
+// storeTTLTimer prefixes the name of a store key's expiry timer
+// ("\x00ttl:" + store name, package transformer).
+const storeTTLTimer = "\x00ttl:"
+
+// expiry is a fired store-TTL expiry of a bucket: the indices of its
+// fired timer, its timer cancel and its writes (from w to wEnd) in the
+// bucket's lists.
+type expiry struct {
+	fired, cancel, w, wEnd int
 }
 
 type overVal struct {
@@ -259,6 +344,7 @@ func (x *storesBucket) fire(ctx context.Context, p *Params, bk *bucket, st int64
 		}
 		x.done[t.Name] = struct{}{}
 		x.fired++
+		ex := expiry{fired: len(x.firedTimers), cancel: len(x.timers), w: len(x.writes)}
 		x.firedTimers = append(x.firedTimers, process.Timer{Key: bk.key, Name: t.Name, Kind: t.Kind, Due: t.Due})
 		x.timers = append(x.timers, process.TimerOp{Timer: process.Timer{Key: bk.key, Name: t.Name, Kind: t.Kind, Due: t.Due}, Cancel: true})
 		x.stream = st
@@ -278,6 +364,10 @@ func (x *storesBucket) fire(ctx context.Context, p *Params, bk *bucket, st int64
 		}
 		bk.outs = append(bk.outs, res.Outputs...)
 		x.apply(bk, res)
+		if strings.HasPrefix(t.Name, storeTTLTimer) {
+			ex.wEnd = len(x.writes)
+			x.expiries = append(x.expiries, ex)
+		}
 		if !stateful {
 			continue
 		}
