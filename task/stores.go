@@ -2,7 +2,6 @@ package task
 
 import (
 	"bytes"
-	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -72,7 +71,7 @@ func (o *overlay) writes() []store.Write {
 
 // timerOverlay is the open transaction's last operation per timer (by
 // store.TimerKey). Due merges it with the timer store in the store's
-// order: due time, then timer key bytes.
+// order: due time, state key, name (store.CompareDue).
 type timerOverlay struct {
 	m map[string]process.TimerOp
 	// low is, per kind, at most the earliest due time of the timers set
@@ -91,11 +90,10 @@ type timerAt struct {
 	op  process.TimerOp
 }
 
+// cmpTimerAt orders timers as the timer store's Due lists them
+// (store.CompareDue: due time, state key, name).
 func cmpTimerAt(a, b timerAt) int {
-	if c := cmp.Compare(a.due, b.due); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.tk, b.tk)
+	return store.CompareDue(a.due, a.op.Key, a.op.Name, b.due, b.op.Key, b.op.Name)
 }
 
 // put records op; only Add calls it, while no batch reads.
@@ -284,9 +282,8 @@ func scanMerged(st *store.Store, ov *overlay, lo, hi []byte, fn func(key, value 
 }
 
 // due calls fn for every timer of kind due at or before upTo, of the timer
-// store and the open transaction, in ascending order of due time, then
-// of store.TimerKey bytes (for one state key: of name), until fn returns
-// false or an error.
+// store and the open transaction, in ascending order of due time, state
+// key and name (store.CompareDue), until fn returns false or an error.
 func (t *Task) due(kind process.TimeKind, upTo int64, fn func(process.Timer) (bool, error)) error {
 	if !t.enter() {
 		return ErrClosed
@@ -309,7 +306,7 @@ func (t *Task) due(kind process.TimeKind, upTo int64, fn func(process.Timer) (bo
 			if _, ok := ov.m[string(tk)]; ok {
 				return true, nil // replaced or cancelled by the open transaction
 			}
-			at := timerAt{tk: string(tk), due: due}
+			at := timerAt{tk: string(tk), due: due, op: process.TimerOp{Timer: process.Timer{Key: key, Name: name}}}
 			for len(pending) > 0 && cmpTimerAt(pending[0], at) < 0 {
 				op := pending[0].op
 				pending = pending[1:]

@@ -88,7 +88,7 @@ func TestDueMergesOverlay(t *testing.T) {
 		return store.Write{Key: store.TimerKey([]byte(key), name), Value: store.TimerValue(uint8(process.EventTime), due)}
 	}
 	require.NoError(t, tk.timers.Apply([]store.Write{
-		timer("a", "t", 10), timer("b", "t", 20), timer("c", "t", 30), timer("d", "t", 40),
+		timer("a", "t", 10), timer("b", "t", 20), timer("c", "t", 30), timer("d", "t", 40), timer("aa", "t", 15),
 		{Key: store.TimerKey([]byte("w"), "t"), Value: store.TimerValue(uint8(process.WallClock), 5)},
 	}))
 	set := func(key, name string, kind process.TimeKind, due int64) process.TimerOp {
@@ -107,8 +107,9 @@ func TestDueMergesOverlay(t *testing.T) {
 		}))
 		return got
 	}
-	require.Equal(t, []string{"a/t@10", "a/u@10", "e/t@15", "d/t@40", "c/t@50"}, collect(process.EventTime, 100, 0))
-	require.Equal(t, []string{"a/t@10", "a/u@10", "e/t@15"}, collect(process.EventTime, 39, 0))
+	// By due time, then state key bytes ("aa" before "e"), then name.
+	require.Equal(t, []string{"a/t@10", "a/u@10", "aa/t@15", "e/t@15", "d/t@40", "c/t@50"}, collect(process.EventTime, 100, 0))
+	require.Equal(t, []string{"a/t@10", "a/u@10", "aa/t@15", "e/t@15"}, collect(process.EventTime, 39, 0))
 	require.Equal(t, []string{"a/t@10", "a/u@10"}, collect(process.EventTime, 100, 2))
 	require.Equal(t, []string{"v/t@1", "w/t@5"}, collect(process.WallClock, 100, 0))
 
