@@ -33,6 +33,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(standbyChildEnv); spec != "" {
 		os.Exit(standbyChild(spec))
 	}
+	if spec := os.Getenv(timersChildEnv); spec != "" {
+		os.Exit(timersChild(spec))
+	}
 	os.Exit(m.Run())
 }
 

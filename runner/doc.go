@@ -91,6 +91,20 @@
 // task's commit; an assignment is bookkeeping only), while the workers go
 // on with what they queued. Errors inside group callbacks end Run.
 //
+// A transformer with named stores (transformer.Stores) or timers
+// (timers, StateTTL) has a store and a changelog per named store
+// ({application id}-{name}-changelog) and a timer store
+// ({application id}-timers-changelog) beside the default ones: Run
+// creates or checks each like the default changelog (same partitions and
+// configuration), every task restores each after its fence, and its
+// transactions write all of them. An application that adds a store or
+// timers keeps its default changelog and state; the new stores start
+// empty. The worker of a task with timers wakes for its next wall-clock
+// timer when it has no records and runs a batch without records that
+// fires it (and whatever else is due), so a wall-clock timer fires within
+// about a commit interval of its due time, idle or not; event-time timers
+// fire as records advance the task's stream time.
+//
 // The balance is computed by the group's leader (client side), not by the
 // broker (KIP-848): broker-side assignors see only subscriptions and owned
 // partitions, while the balancer also weighs the changelog offsets of the

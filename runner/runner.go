@@ -13,6 +13,7 @@ import (
 	sinkengine "github.com/flechtwerk/flechtwerk/internal/engine/sink"
 	"github.com/flechtwerk/flechtwerk/internal/engine/transform"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
+	"github.com/flechtwerk/flechtwerk/task"
 )
 
 // Stage is what a Runner runs: a *transformer.Stage (NewTransformer), an
@@ -133,7 +134,7 @@ func newRunner[O interface{ apply(*config.Options) }](kind config.Kind, s Stage,
 			r.snk = sinkOf(s)
 		case config.Transformer:
 			r.proc, _ = stage.TransformerOf(s)
-			stateful = r.proc.Stateful()
+			stateful = task.KeepsState(r.proc)
 		}
 	}
 	if s != nil {

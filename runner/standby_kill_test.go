@@ -147,7 +147,7 @@ func TestStandbyFailoverAfterSIGKILL(t *testing.T) {
 	waitCommitted("the survivor committed every input")
 
 	logs := logOf(survivor)[before:]
-	rel := regexp.MustCompile(`msg="standby released" partition=0 next=(\d+)`).FindStringSubmatch(logs)
+	rel := regexp.MustCompile(`msg="standby released" partition=0 changelog=\S+ next=(\d+)`).FindStringSubmatch(logs)
 	require.NotNil(t, rel, "the survivor released its standby: %s", logs)
 	res := regexp.MustCompile(`msg="task restored" partition=0 changelog=\S+ records=(\d+) from=(\d+) to=(\d+) full=(\w+)`).FindStringSubmatch(logs)
 	require.NotNil(t, res, logs)

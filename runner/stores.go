@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/flechtwerk/flechtwerk/store"
+	"github.com/flechtwerk/flechtwerk/task"
 )
 
 // pruneStores deletes the application's stores unused for longer than the
@@ -13,7 +14,7 @@ import (
 // goroutine until the returned stop is called; stop waits for it.
 func (r *Runner) pruneStores(ctx context.Context) (stop func()) {
 	c := &r.cfg
-	if r.proc != nil && !r.proc.Stateful() || c.StoreRetention < 0 {
+	if r.proc != nil && !task.KeepsState(r.proc) || c.StoreRetention < 0 {
 		return func() {}
 	}
 	appDir := c.AppDir()

@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/trace"
@@ -10,12 +11,22 @@ import (
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/batch"
 	"github.com/flechtwerk/flechtwerk/store"
+	"github.com/flechtwerk/flechtwerk/task/process"
 )
 
 // Batch is the processed, not yet committed, result of one batch of a task.
 type Batch struct {
 	outputs []*kgo.Record
 	writes  []store.Write
+	// named are the writes to named stores, timers the timer operations
+	// (a process.Stores processor).
+	named  []process.StoreWrite
+	timers []process.TimerOp
+	// stream is the stream time after the batch; advanced: the batch
+	// moved it (a processor with timers only).
+	stream   int64
+	advanced bool
+	fired    int
 	// Offsets are the next offsets to consume per input topic of the task.
 	Offsets map[string]int64
 	// Records is how many input records the batch held.
@@ -27,26 +38,49 @@ type Batch struct {
 	trace *traced
 }
 
-// Empty reports whether the batch wrote nothing: no output and no state
-// change. Its offsets must then be committed outside a transaction.
-func (b *Batch) Empty() bool { return len(b.outputs) == 0 && len(b.writes) == 0 }
+// Empty reports whether the batch wrote nothing: no output, no state
+// change, no timer and no move of the stream time. Its offsets must then
+// be committed outside a transaction.
+func (b *Batch) Empty() bool {
+	return len(b.outputs) == 0 && len(b.writes) == 0 && len(b.named) == 0 && len(b.timers) == 0 && !b.advanced
+}
 
 // Outputs returns how many output records the batch holds.
 func (b *Batch) Outputs() int { return len(b.outputs) }
 
-// StateWrites returns how many changelog writes (after dedupe) it holds.
-func (b *Batch) StateWrites() int { return len(b.writes) }
+// StateWrites returns how many changelog writes (after dedupe) it holds:
+// of the default store, the named stores and the timers.
+func (b *Batch) StateWrites() int { return len(b.writes) + len(b.named) + len(b.timers) }
+
+// Fired returns how many timers fired in the batch.
+func (b *Batch) Fired() int { return b.fired }
 
 // Process runs the transform over recs (all of this task's partition;
 // transaction markers among them only advance the offsets),
 // bounded by sem (one slot per concurrently running bucket), with the batch
 // semantics of internal/batch. It neither produces nor commits. A record's
-// error is a *transformer.ProcessError.
+// error is a *transformer.ProcessError. The timers of a processor with
+// timers that are due fire in the batch (see internal/batch).
 func (t *Task) Process(ctx context.Context, recs []*kgo.Record, sem chan struct{}) (*Batch, error) {
 	if len(recs) == 0 {
 		return &Batch{Offsets: make(map[string]int64)}, nil
 	}
-	res, err := batch.Run(ctx, batch.Params{
+	return t.run(ctx, recs, sem)
+}
+
+// Tick runs a batch without records for a task with timers: the timers
+// that are due fire (wall-clock timers due by now; event-time timers due
+// by the stream time, set in the open transaction). Add the batch as any
+// other; it has no offsets. Without timers it returns an empty batch.
+func (t *Task) Tick(ctx context.Context, sem chan struct{}) (*Batch, error) {
+	if !t.HasTimers() {
+		return &Batch{Offsets: make(map[string]int64)}, nil
+	}
+	return t.run(ctx, nil, sem)
+}
+
+func (t *Task) run(ctx context.Context, recs []*kgo.Record, sem chan struct{}) (*Batch, error) {
+	p := batch.Params{
 		Transformer: t.proc,
 		Partition:   t.cfg.Partition,
 		TopicOrder:  t.topicIdx,
@@ -55,13 +89,20 @@ func (t *Task) Process(ctx context.Context, recs []*kgo.Record, sem chan struct{
 		Name:        fmt.Sprintf("task %d", t.cfg.Partition),
 		Tracer:      t.tracer,
 		Policy:      t.cfg.Policy,
-	}, recs)
+	}
+	if t.sp != nil {
+		p.View = &view{t: t, stream: t.stream, now: time.Now()}
+		if t.timers != nil {
+			p.Due = t.due
+		}
+	}
+	res, err := batch.Run(ctx, p, recs)
 	if err != nil {
 		return nil, err
 	}
 	for _, o := range res.Outputs {
-		if o.Topic == t.cfg.Changelog && t.cfg.Changelog != "" {
-			// Only the task writes its changelog: a record there would
+		if t.changelogTopic(o.Topic) {
+			// Only the task writes its changelogs: a record there would
 			// be restored as some key's state.
 			return nil, flechtwerk.Errorf(flechtwerk.CodeDuplicateTopic, "output",
 				"task %d: an output record names the stage's changelog %s; a transform must not write the changelog", t.cfg.Partition, o.Topic)
@@ -70,6 +111,15 @@ func (t *Task) Process(ctx context.Context, recs []*kgo.Record, sem chan struct{
 	b := &Batch{outputs: res.Outputs, writes: res.Writes, Offsets: res.Offsets, Records: res.Records,
 		inputs:  addInputs(make([]topicInput, 0, len(t.cfg.InputTopics)), recs),
 		invalid: invalidCounts{res.Skipped, res.Substituted, res.DeadLettered}}
+	if b.Offsets == nil {
+		b.Offsets = make(map[string]int64)
+	}
+	if t.sp != nil {
+		b.named, b.timers, b.fired = res.StoreWrites, res.Timers, res.Fired
+		if t.timers != nil && res.StreamTime > t.stream {
+			b.stream, b.advanced = res.StreamTime, true
+		}
+	}
 	if t.tracer != nil {
 		var spans []trace.SpanContext
 		if res.Spans != nil {
@@ -80,16 +130,31 @@ func (t *Task) Process(ctx context.Context, recs []*kgo.Record, sem chan struct{
 	return b, nil
 }
 
+// changelogTopic reports whether topic is a changelog of the task.
+func (t *Task) changelogTopic(topic string) bool {
+	if topic == "" {
+		return false
+	}
+	for _, c := range t.topics {
+		if c == topic {
+			return true
+		}
+	}
+	return topic == t.timersTopic
+}
+
 // get reads key from the open transaction's overlay, else from the store
 // (committed state), unless the task is closed.
 func (t *Task) get(key []byte) ([]byte, bool, error) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	if t.closed {
+	if !t.enter() {
 		return nil, false, ErrClosed
 	}
+	defer t.leave()
 	if v, found, ok := t.overlayGet(key); ok {
 		return v, found, nil
 	}
-	return t.store.Get(key)
+	if t.stores[0] == nil {
+		return nil, false, nil
+	}
+	return t.stores[0].Get(key)
 }

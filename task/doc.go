@@ -37,6 +37,28 @@
 //     does the overlay reach the store, with the store's checkpoint in the
 //     same batch. An abort drops the overlay.
 //
+// # Named stores and timers
+//
+// A process.Stores processor has, beside the default store (changelog
+// Config.Changelog, directory config.StoreDir), a store per named store
+// (changelog.StoreTopic, store.NamedDir) and, when it sets timers, the
+// timer store TimersStore (changelog.TimersTopic). Restore restores each
+// from its own changelog after the fence; each keeps its own checkpoint.
+// The open transaction keeps an overlay per store and one of timer
+// operations: a batch reads them through a process.State (Get, and Scan
+// merged in key order with the store) and the due timers through the
+// batch's Due (merged in due order, then timer key bytes, with the timer
+// store's due index; the overlay's due timers cost nothing while the
+// batch's horizon is before the earliest of them). The stream time (the
+// largest record timestamp the task processed) is restored from the
+// timer store and written to the timers changelog (store.StreamTimeKey)
+// in every transaction that moved it, so a batch that only moved it is
+// not empty. CommitOpen sends every store's changelog records and the
+// timers' in the one transaction, then applies each store with the offset
+// after its own records. Tick runs a batch without records that fires the
+// due timers; the engine calls it when NextWallDue has passed and the
+// task has no records queued (records fire due timers themselves).
+//
 // Batches that wrote nothing open no transaction: an offsets-only
 // transaction would never be ended by the client, so when a whole interval
 // wrote nothing its offsets are committed by the caller through the group
@@ -57,6 +79,11 @@
 // run while a Process abandoned by its caller is still in user code: the
 // task then refuses the store read and the Commit that would follow, so an
 // abandoned batch never becomes visible. Close aborts an open transaction.
+// Store reads (of the buckets of a batch) do not take the lock Commit and
+// Close take: a Scan's callback may read again. Close waits for the reads
+// in progress before it closes the stores, and refuses later ones; a Scan
+// reads in passes of a few hundred entries and calls its callback (user
+// code) between them, so Close never waits for user code.
 //
 // The transformer engine (behind runner.NewTransformer) starts the tasks;
 // a test or a tool can drive a Task directly with any process.Processor

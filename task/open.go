@@ -21,10 +21,16 @@ import (
 // the overlay of its state writes and the next offsets.
 type open struct {
 	txn *txn.Txn
-	// overlay holds the open transaction's last write per key; reads of
-	// the task's state see it before the store. It is applied to the store
+	// stores hold the open transaction's last write per key of every
+	// store (default, then named), timers its last operation per timer;
+	// reads see them before the stores. They are applied to the stores
 	// after the transaction committed and dropped when it aborts.
-	overlay map[string]store.Write
+	stores []overlay
+	timers *timerOverlay
+	// streamAdvanced: the transaction advanced the stream time (written
+	// to the timers changelog at its commit).
+	streamAdvanced bool
+	fired          int // timers fired in the transaction
 	// offsets are the next offsets to consume per input topic, of every
 	// batch added since the last commit.
 	offsets map[string]int64
@@ -42,6 +48,11 @@ type open struct {
 	// trace of every batch added since the last commit (Config.TracerProvider
 	// only)
 	trace *traced
+}
+
+// newOpen returns an empty open transaction of a task with n stores.
+func newOpen(n int) open {
+	return open{stores: make([]overlay, n), timers: &timerOverlay{}}
 }
 
 // Add joins a processed batch to what the task has not committed: a
@@ -108,16 +119,20 @@ func (t *Task) Add(ctx context.Context, b *Batch) error {
 		o.stats.outputs = addOutput(o.stats.outputs, r.Topic, n) // before Send: the producer owns r after it
 		o.txn.Send(r)
 	}
-	if o.overlay == nil && len(b.writes) > 0 {
-		o.overlay = make(map[string]store.Write, len(b.writes))
-	}
 	for _, w := range b.writes {
-		if old, ok := o.overlay[string(w.Key)]; ok {
-			o.bytes -= int64(len(old.Key) + len(old.Value))
-		}
-		o.overlay[string(w.Key)] = w
-		o.bytes += int64(len(w.Key) + len(w.Value))
+		o.bytes += o.stores[0].put(w)
 	}
+	for _, w := range b.named {
+		o.bytes += o.stores[w.Store+1].put(store.Write{Key: w.Key, Value: w.Value, Delete: w.Delete})
+	}
+	for _, op := range b.timers {
+		o.timers.put(op)
+	}
+	if b.advanced {
+		t.stream = b.stream
+		o.streamAdvanced = true
+	}
+	o.fired += b.fired
 	return nil
 }
 
@@ -144,9 +159,17 @@ type Pending struct {
 // Pending returns what the task has not committed.
 func (t *Task) Pending() Pending {
 	o := &t.open
-	p := Pending{Txn: o.txn != nil, Since: o.since, Began: o.began, Records: o.records, Bytes: o.bytes, StateWrites: len(o.overlay)}
-	if len(o.offsets) > 0 {
+	p := Pending{Txn: o.txn != nil, Since: o.since, Began: o.began, Records: o.records, Bytes: o.bytes}
+	for i := range o.stores {
+		p.StateWrites += len(o.stores[i].m)
+	}
+	p.StateWrites += len(o.timers.m)
+	if len(o.offsets) > 0 || o.txn != nil {
+		// A transaction of timers alone (Tick) has no offsets.
 		p.Offsets = o.offsets
+		if p.Offsets == nil {
+			p.Offsets = map[string]int64{}
+		}
 	}
 	return p
 }
@@ -159,7 +182,7 @@ func (t *Task) OffsetsCommitted() Stats {
 		return Stats{}
 	}
 	s := t.open.stats
-	t.open = open{}
+	t.open = newOpen(len(t.stores))
 	return s
 }
 
@@ -190,26 +213,58 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 	if o.txn == nil {
 		return Stats{}, fmt.Errorf("task %d: no open transaction; commit the offsets through the group member", t.cfg.Partition)
 	}
-	t.open = open{}
-	writes := make([]store.Write, 0, len(o.overlay))
-	clRecs := make([]*kgo.Record, 0, len(o.overlay))
-	for _, w := range o.overlay {
-		writes = append(writes, w)
-		r := changelog.Record(t.cfg.Changelog, t.cfg.Partition, w)
-		clRecs = append(clRecs, r)
-		o.txn.Send(r)
+	t.open = newOpen(len(t.stores))
+	// The changelog records of every store: the default one's, the named
+	// ones', the timers' (and the stream time), one per key.
+	type pending struct {
+		st     *store.Store
+		topic  string
+		writes []store.Write
+		recs   []*kgo.Record
+	}
+	all := make([]pending, 0, len(t.stores)+1)
+	for i := range o.stores {
+		if len(o.stores[i].m) > 0 {
+			all = append(all, pending{st: t.stores[i], topic: t.topics[i], writes: o.stores[i].writes()})
+		}
+	}
+	if len(o.timers.m) > 0 || o.streamAdvanced {
+		ws := o.timers.writes()
+		if o.streamAdvanced {
+			ws = append(ws, store.Write{Key: store.StreamTimeKey, Value: store.StreamTimeValue(t.stream)})
+		}
+		all = append(all, pending{st: t.timers, topic: t.timersTopic, writes: ws})
+	}
+	nwrites := 0
+	for i := range all {
+		p := &all[i]
+		p.recs = make([]*kgo.Record, 0, len(p.writes))
+		for _, w := range p.writes {
+			r := changelog.Record(p.topic, t.cfg.Partition, w)
+			p.recs = append(p.recs, r)
+			o.txn.Send(r)
+		}
+		nwrites += len(p.writes)
+	}
+	var writes []store.Write
+	if len(all) > 0 && all[0].topic == t.cfg.Changelog && len(o.stores[0].m) > 0 {
+		writes = all[0].writes
 	}
 	var span trace.Span
 	if t.tracer != nil {
-		span = t.startCommit(ctx, &o, len(writes))
+		span = t.startCommit(ctx, &o, nwrites)
 	}
-	tm, err := o.txn.End(ctx, &txn.Offsets{
-		Group:     t.cfg.ApplicationID,
-		Partition: t.cfg.Partition,
-		Next:      maps.Clone(o.offsets),
-		TopicIDs:  t.cfg.TopicIDs,
-		Member:    t.cfg.Member,
-	})
+	var offs *txn.Offsets
+	if len(o.offsets) > 0 {
+		offs = &txn.Offsets{
+			Group:     t.cfg.ApplicationID,
+			Partition: t.cfg.Partition,
+			Next:      maps.Clone(o.offsets),
+			TopicIDs:  t.cfg.TopicIDs,
+			Member:    t.cfg.Member,
+		}
+	}
+	tm, err := o.txn.End(ctx, offs)
 	if span != nil {
 		tracing.End(span, err)
 	}
@@ -217,25 +272,33 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 		return Stats{}, fmt.Errorf("task %d: %w", t.cfg.Partition, err)
 	}
 	st := o.stats
-	st.writes, st.transactional = writes, true
+	st.writes, st.transactional, st.fired = writes, true, o.fired
 	t.cfg.Logger.Debug("transaction committed", "partition", t.cfg.Partition,
-		"records", o.records, "outputs", o.outputs, "state_writes", len(writes),
+		"records", o.records, "outputs", o.outputs, "state_writes", nwrites, "timers_fired", o.fired,
 		"produce", tm.Produce, "offsets", tm.Offsets, "total", tm.Total, "open", time.Since(o.began), "opening", o.opening)
 	t.commits.Add(1)
-	if t.store != nil && len(writes) > 0 {
+	var errs []error
+	for _, p := range all {
+		if p.st == nil {
+			continue
+		}
 		// The store's checkpoint moves with the state, in one batch: the
-		// offset after this transaction's last changelog record (its
-		// offset is set once End returned). A warm restart replays from
-		// there; the marker at or past it is skipped on replay.
+		// offset after this transaction's last record in the store's
+		// changelog (its offset is set once End returned). A warm
+		// restart replays from there; the marker at or past it is
+		// skipped on replay.
 		var err error
-		if next, ok := changelog.NextOffset(clRecs, t.cfg.Changelog, t.cfg.Partition); ok {
-			err = t.store.ApplyThrough(writes, next)
+		if next, ok := changelog.NextOffset(p.recs, p.topic, t.cfg.Partition); ok {
+			err = p.st.ApplyThrough(p.writes, next)
 		} else {
-			err = t.store.Apply(writes)
+			err = p.st.Apply(p.writes)
 		}
 		if err != nil {
-			return st, fmt.Errorf("task %d: transaction committed but the store update failed (restored from the changelog on restart): %w", t.cfg.Partition, err)
+			errs = append(errs, err)
 		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return st, fmt.Errorf("task %d: transaction committed but the store update failed (restored from the changelog on restart): %w", t.cfg.Partition, err)
 	}
 	return st, nil
 }
@@ -244,14 +307,8 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 // and Commit).
 func (t *Task) Commits() int64 { return t.commits.Load() }
 
-// overlayGet reads key from the open transaction's overlay.
+// overlayGet reads key from the open transaction's overlay of the
+// default store.
 func (t *Task) overlayGet(key []byte) (value []byte, found, ok bool) {
-	w, ok := t.open.overlay[string(key)]
-	if !ok {
-		return nil, false, false
-	}
-	if w.Delete {
-		return nil, false, true
-	}
-	return append([]byte(nil), w.Value...), true, true
+	return t.open.stores[0].get(key)
 }

@@ -18,7 +18,11 @@ type Stats struct {
 	writes        []store.Write
 	invalid       invalidCounts
 	transactional bool
+	fired         int
 }
+
+// Fired returns how many timers fired in the commit.
+func (s *Stats) Fired() int { return s.fired }
 
 type topicInput struct {
 	topic   string

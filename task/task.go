@@ -63,8 +63,21 @@ type Config struct {
 type Task struct {
 	cfg      Config
 	producer *txn.Producer
-	store    *store.Store
 	proc     process.Processor
+	// sp is proc when it keeps named stores or timers (process.Stores).
+	sp process.Stores
+	// stores are the default store (nil: stateless) and the named
+	// stores, in the order of sp.Stores(); topics their changelogs.
+	stores []*store.Store
+	topics []string
+	names  []string
+	// timers is the timer store (nil: the processor sets no timers),
+	// timersTopic its changelog.
+	timers      *store.Store
+	timersTopic string
+	// stream is the task's stream time: of what it committed and its
+	// open transaction (Unix ms; 0 before any record).
+	stream   int64
 	tracer   *tracing.Tracer // nil: tracing off
 	topicIdx map[string]int
 
@@ -80,6 +93,8 @@ type Task struct {
 	// buckets of a batch, while no batch is added or committed).
 	open    open
 	commits atomic.Int64
+	// reads counts the store reads of batches in progress.
+	reads reads
 }
 
 // ErrClosed is returned by Commit (and by Process for a store read) after
@@ -100,6 +115,21 @@ func Start(ctx context.Context, cfg Config, proc process.Processor) (*Task, erro
 	// producer.
 	opts := append([]kgo.Opt{kgo.ProducerLinger(0)}, cfg.KafkaOpts...)
 	rt := txn.Routing{Changelog: cfg.Changelog}
+	t := &Task{cfg: cfg, proc: proc, topics: []string{cfg.Changelog}, names: []string{""}}
+	if sp, ok := proc.(process.Stores); ok {
+		t.sp = sp
+		for _, s := range sp.Stores() {
+			t.names = append(t.names, s.Name)
+			t.topics = append(t.topics, changelog.StoreTopic(cfg.ApplicationID, s.Name))
+		}
+		rt.Stores = append(rt.Stores, t.topics[1:]...)
+		if sp.Timers() {
+			t.timersTopic = changelog.TimersTopic(cfg.ApplicationID)
+			rt.Stores = append(rt.Stores, t.timersTopic)
+		}
+	}
+	t.open = newOpen(len(t.topics))
+	t.stores = make([]*store.Store, len(t.topics))
 	if ep, ok := proc.(explicit); ok && ep.ExplicitPartitions() {
 		// Its outputs with a partition (0 or more) go to it; the
 		// others (-1) to their topic's partitioner.
@@ -119,8 +149,9 @@ func Start(ctx context.Context, cfg Config, proc process.Processor) (*Task, erro
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Task{cfg: cfg, producer: p, proc: proc, topicIdx: idx,
-		tracer: tracing.New(cfg.TracerProvider, cfg.Propagator, cfg.ApplicationID)}, nil
+	t.cfg, t.producer, t.topicIdx = cfg, p, idx
+	t.tracer = tracing.New(cfg.TracerProvider, cfg.Propagator, cfg.ApplicationID)
+	return t, nil
 }
 
 // partitioned is a Processor whose output topics have partitioners of
@@ -139,35 +170,84 @@ type explicit interface {
 // Partition returns the task's partition number.
 func (t *Task) Partition() int32 { return t.cfg.Partition }
 
-// Store returns the task's store, nil for stateless tasks or before Restore.
-func (t *Task) Store() *store.Store { return t.store }
+// Store returns the task's default store, nil for stateless tasks or
+// before Restore.
+func (t *Task) Store() *store.Store { return t.stores[0] }
 
-// Restore opens the task's store and brings it up to the changelog's last
-// stable offset (step 2): warm, replaying only the changelog after the
-// store's checkpoint, when the store left in the directory is usable, or
-// wiped and restored in full (changelog.Recover says when). It logs one
-// "task restored" line with the number of records replayed, whether the
-// restore was full and why. Stateless tasks do nothing.
-func (t *Task) Restore(ctx context.Context, adm *kadm.Client) error {
-	if !t.proc.Stateful() {
-		return nil
+// NamedStore returns the task's store of the processor's named store
+// name, nil when there is none or before Restore.
+func (t *Task) NamedStore(name string) *store.Store {
+	for i, n := range t.names {
+		if i > 0 && n == name {
+			return t.stores[i]
+		}
 	}
-	st, err := store.Open(ctx, config.StoreDir(t.cfg.StateDir, t.cfg.ApplicationID, t.cfg.Partition),
-		store.Options{ApplicationID: t.cfg.ApplicationID, Logger: t.cfg.Logger})
-	if err != nil {
-		return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
-	}
-	t.store = st
-	began := time.Now()
-	res, err := changelog.Recover(ctx, adm, t.cfg.Changelog, t.cfg.Partition, st, t.cfg.KafkaOpts...)
-	if err != nil {
-		return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
-	}
-	t.cfg.Logger.Info("task restored", "partition", t.cfg.Partition, "changelog", t.cfg.Changelog,
-		"records", res.Records, "from", res.From, "to", res.To, "full", res.Full, "reason", res.Reason,
-		"took", time.Since(began))
 	return nil
 }
+
+// TimerStore returns the task's timer store, nil when its processor sets
+// no timers or before Restore.
+func (t *Task) TimerStore() *store.Store { return t.timers }
+
+// StreamTime returns the task's stream time (Unix ms; 0 before any
+// record): of what it committed and its open transaction.
+func (t *Task) StreamTime() int64 { return t.stream }
+
+// Restore opens the task's stores and brings each up to its changelog's
+// last stable offset (step 2): the default store (a stateful processor),
+// every named store and the timer store (a process.Stores processor).
+// Each restores warm, replaying only its changelog after the store's
+// checkpoint, when the store left in the directory is usable, or is
+// wiped and restored in full (changelog.Recover says when). The producer
+// fenced every previous owner in Start, so every changelog's last stable
+// offset is final. It logs one "task restored" line per store with the
+// number of records replayed, whether the restore was full and why. The
+// task's stream time is the timer store's. Stateless tasks without named
+// stores or timers do nothing.
+func (t *Task) Restore(ctx context.Context, adm *kadm.Client) error {
+	type spec struct {
+		i     int // index in stores; -1: timers
+		dir   string
+		topic string
+	}
+	var specs []spec
+	if t.proc.Stateful() {
+		specs = append(specs, spec{0, config.StoreDir(t.cfg.StateDir, t.cfg.ApplicationID, t.cfg.Partition), t.cfg.Changelog})
+	}
+	for i := 1; i < len(t.names); i++ {
+		specs = append(specs, spec{i, store.NamedDir(t.cfg.StateDir, t.cfg.ApplicationID, t.cfg.Partition, t.names[i]), t.topics[i]})
+	}
+	if t.timersTopic != "" {
+		specs = append(specs, spec{-1, store.NamedDir(t.cfg.StateDir, t.cfg.ApplicationID, t.cfg.Partition, TimersStore), t.timersTopic})
+	}
+	for _, sp := range specs {
+		st, err := store.Open(ctx, sp.dir, store.Options{ApplicationID: t.cfg.ApplicationID, Logger: t.cfg.Logger, Timers: sp.i < 0})
+		if err != nil {
+			return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
+		}
+		if sp.i < 0 {
+			t.timers = st
+		} else {
+			t.stores[sp.i] = st
+		}
+		began := time.Now()
+		res, err := changelog.Recover(ctx, adm, sp.topic, t.cfg.Partition, st, t.cfg.KafkaOpts...)
+		if err != nil {
+			return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
+		}
+		t.cfg.Logger.Info("task restored", "partition", t.cfg.Partition, "changelog", sp.topic,
+			"records", res.Records, "from", res.From, "to", res.To, "full", res.Full, "reason", res.Reason,
+			"took", time.Since(began))
+	}
+	if t.timers != nil {
+		t.stream, _ = t.timers.StreamTime()
+	}
+	return nil
+}
+
+// TimersStore is the reserved name of the timer store: its directory is
+// store.NamedDir(stateDir, application id, partition, TimersStore).
+const TimersStore = changelog.TimersName
 
 // Close aborts the producer's open transaction, if any (bounded by a
 // timeout; if the abort cannot reach the broker, the next owner's fence or
@@ -184,8 +264,11 @@ func (t *Task) Close() error {
 		return nil
 	}
 	t.closed = true
+	// Reads of a batch still running finish first, then find the
+	// task closed.
+	t.closeReads()
 	var errs []error
-	t.open = open{} // an open transaction is aborted below
+	t.open = newOpen(len(t.stores)) // an open transaction is aborted below
 	if t.producer != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), txn.AbortTimeout)
 		// A no-op when no transaction is open.
@@ -201,10 +284,18 @@ func (t *Task) Close() error {
 		t.producer.Close()
 		t.producer = nil
 	}
-	if err := t.store.Close(); err != nil {
-		errs = append(errs, err)
+	for i, st := range append(t.stores, t.timers) {
+		if st == nil {
+			continue
+		}
+		if err := st.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		if i < len(t.stores) {
+			t.stores[i] = nil
+		}
 	}
-	t.store = nil
+	t.timers = nil
 	return errors.Join(errs...)
 }
 
@@ -216,6 +307,9 @@ func (t *Task) Close() error {
 func (t *Task) Commit(ctx context.Context, b *Batch) error {
 	if b.Empty() {
 		return fmt.Errorf("task %d: Commit of an empty batch; commit its offsets through the group member", t.cfg.Partition)
+	}
+	if t.sp != nil {
+		return fmt.Errorf("task %d: Commit of a batch of a processor with named stores or timers; use Add and CommitOpen", t.cfg.Partition)
 	}
 	// Ending a transaction must not be cut off by the caller's
 	// cancellation: an end whose outcome is unknown costs a fence.
@@ -254,12 +348,12 @@ func (t *Task) Commit(ctx context.Context, b *Batch) error {
 	t.cfg.Logger.Debug("transaction committed", "partition", t.cfg.Partition,
 		"records", b.Records, "outputs", len(b.outputs), "state_writes", len(b.writes),
 		"produce", tm.Produce, "offsets", tm.Offsets, "total", tm.Total)
-	if t.store != nil {
+	if st := t.stores[0]; st != nil {
 		var err error
 		if next, ok := changelog.NextOffset(recs, t.cfg.Changelog, t.cfg.Partition); ok {
-			err = t.store.ApplyThrough(b.writes, next)
+			err = st.ApplyThrough(b.writes, next)
 		} else {
-			err = t.store.Apply(b.writes)
+			err = st.Apply(b.writes)
 		}
 		if err != nil {
 			return fmt.Errorf("task %d: transaction committed but the store update failed (restored from the changelog on restart): %w", t.cfg.Partition, err)

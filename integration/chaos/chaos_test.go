@@ -66,6 +66,35 @@ func TestChaosLongCommitInterval(t *testing.T) {
 	require.Empty(t, h.stopFailures, "graceful stops under chaos end cleanly")
 }
 
+// TestChaosTimers runs the chaos suite over the sequencer with -timers:
+// every output is emitted by an event-time timer the record set (with a
+// named store entry the callback reads and deletes), so kills, zombies and
+// stops land between timers firing and their commit. Every timer's output
+// must be visible exactly once, each key's seq exactly 1..count, and the
+// state restored from the changelog equal to the counts.
+func TestChaosTimers(t *testing.T) {
+	cfg := loadConfig(t, "sequencer")
+	cfg.records = min(cfg.records, 12000)
+	cfg.extra = append([]string{"-timers"}, cfg.extra...)
+	h := newHarness(t, cfg)
+	res := h.run()
+	line := summary(h, res)
+	t.Log(line)
+	fmt.Println(line)
+
+	for _, p := range res.problems {
+		t.Errorf("chaos: %s", p)
+	}
+	require.Zero(t, res.duplicates, "duplicates")
+	require.Zero(t, res.gaps, "gaps")
+	require.True(t, res.seqExact, "every key's seq runs exactly 1..count")
+	require.True(t, res.stateExact, "restored state equals the counts")
+	require.True(t, res.offsetsExact, "committed offsets equal the input end offsets")
+	require.GreaterOrEqual(t, int(h.fleet.kills.Load()), cfg.kills, "kills that landed")
+	require.Len(t, h.zombieNotes, cfg.zombies, "zombies")
+	require.Empty(t, h.stopFailures, "graceful stops under chaos end cleanly")
+}
+
 // TestChaosCatchesNaive runs the same harness over ./naive, a processor
 // that produces without transactions and commits its offsets afterwards
 // (300ms later). Kills in that window must show up as duplicates: a harness

@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -13,6 +14,9 @@ type Routing struct {
 	// Changelog is the topic whose records go to their explicit
 	// partition; empty: none (a stateless owner).
 	Changelog string
+	// Stores are further changelog topics (of named stores and timers)
+	// whose records go to their explicit partition, as Changelog's.
+	Stores []string
 	// Explicit sends every record whose Partition is 0 or more to that
 	// partition (a transformer's outputs: -1 asks for the partitioner).
 	// Without it, only the changelog's records keep their partition.
@@ -34,7 +38,7 @@ type router struct {
 }
 
 func (r router) ForTopic(topic string) kgo.TopicPartitioner {
-	if topic == r.rt.Changelog && topic != "" {
+	if topic == r.rt.Changelog && topic != "" || slices.Contains(r.rt.Stores, topic) {
 		return manual.ForTopic(topic)
 	}
 	return &topicRouter{

@@ -12,6 +12,14 @@
 // record (transformer.Invalid) that goes to TOPIC in the batch's
 // transaction; without it, it ends Run.
 //
+// With -timers, the outputs come from timers: a record puts n in the
+// named store "pending" under its key and sets the key's event-time timer
+// "n{n}" (zero-padded) due at the stream time, so that it fires in the
+// same batch, right after the record; the timer's callback counts,
+// emits the output and deletes the pending entry. The contract of the
+// outputs and the state is the same, and every output is a timer that
+// fired exactly once.
+//
 // It runs until SIGINT or SIGTERM (a graceful stop) and exits non-zero when
 // Run fails. It logs to stderr.
 package main
@@ -59,6 +67,7 @@ func main() {
 		logLevel       = flag.String("log-level", "info", "debug, info, warn or error")
 		deadLetter     = flag.String("dead-letter", "", "dead-letter topic: a value that is not a number is an invalid record sent there (default: it ends Run)")
 		standby        = flag.Int("standby-replicas", 0, "standby replicas of every task (runner.StandbyReplicas)")
+		timers         = flag.Bool("timers", false, "emit every output from a timer the record sets (see the package doc)")
 	)
 	flag.Parse()
 
@@ -69,26 +78,60 @@ func main() {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
-	seq := transformer.New(func(ctx context.Context, rec *transformer.Record, count int64, e *transformer.Emitter[int64]) error {
+	parse := func(rec *transformer.Record) (int64, error) {
 		n, err := strconv.ParseInt(string(rec.Value), 10, 64)
 		if err != nil {
 			if *deadLetter != "" {
-				return transformer.Invalid(fmt.Errorf("sequencer: value is not a number: %w", err))
+				return 0, transformer.Invalid(fmt.Errorf("sequencer: value is not a number: %w", err))
 			}
-			return fmt.Errorf("sequencer: value of %s/%d@%d is not a number: %w", rec.Topic, rec.Partition, rec.Offset, err)
+			return 0, fmt.Errorf("sequencer: value of %s/%d@%d is not a number: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
 		if *work > 0 {
 			time.Sleep(*work)
 		}
-		count++
+		return n, nil
+	}
+	emit := func(e *transformer.Emitter[int64], key []byte, n, count int64) error {
 		e.SetState(count)
-		v, err := json.Marshal(Output{Key: string(rec.Key), N: n, Seq: count})
+		v, err := json.Marshal(Output{Key: string(key), N: n, Seq: count})
 		if err != nil {
 			return err
 		}
-		e.Send(*out, rec.Key, v)
+		e.Send(*out, key, v)
 		return nil
+	}
+	seq := transformer.New(func(ctx context.Context, rec *transformer.Record, count int64, e *transformer.Emitter[int64]) error {
+		n, err := parse(rec)
+		if err != nil {
+			return err
+		}
+		return emit(e, rec.Key, n, count+1)
 	})
+	if *timers {
+		pending := transformer.NewStore[int64]("pending", nil)
+		seq = transformer.New(func(ctx context.Context, rec *transformer.Record, count int64, e *transformer.Emitter[int64]) error {
+			n, err := parse(rec)
+			if err != nil {
+				return err
+			}
+			name := fmt.Sprintf("n%019d", n)
+			if err := pending.Put(e, []byte(name), n); err != nil {
+				return err
+			}
+			e.SetTimer(name, e.StreamTime())
+			return nil
+		}, transformer.Stores(pending), transformer.OnTimer(func(ctx context.Context, t transformer.Timer, count int64, e *transformer.Emitter[int64]) error {
+			n, ok, err := pending.Get(e, []byte(t.Name))
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("sequencer: timer %s of key %s fired without its pending entry", t.Name, t.Key)
+			}
+			pending.Delete(e, []byte(t.Name))
+			return emit(e, t.Key, n, count+1)
+		}))
+	}
 
 	opts := []runner.TransformerOpt{
 		runner.SeedBrokers(strings.Split(*brokers, ",")...),

@@ -123,6 +123,8 @@ type worker struct {
 	first map[string]int64
 	// owner is the member ID the task runs under (run.owners).
 	owner string
+	// lastTick is when the worker last ran a tick (tickDue).
+	lastTick time.Time
 }
 
 func (rn *run) startWorker(t *task.Task, owner string) *worker {
@@ -277,6 +279,16 @@ func (w *worker) work() error {
 			}
 			recs := w.take(c.MaxPollRecords)
 			if len(recs) == 0 {
+				wall, ticked, err := w.tickDue()
+				if err != nil || ticked {
+					if err != nil {
+						return err
+					}
+					continue
+				}
+				if !wall.IsZero() && wall.Before(due) {
+					due = wall
+				}
 				timer := time.NewTimer(time.Until(due))
 				select {
 				case <-w.signal:
@@ -293,9 +305,27 @@ func (w *worker) work() error {
 		}
 		recs := w.take(c.MaxPollRecords)
 		if len(recs) == 0 {
+			wall, ticked, err := w.tickDue()
+			if err != nil {
+				return err
+			}
+			if ticked {
+				continue
+			}
+			var timer *time.Timer
+			var at <-chan time.Time
+			if !wall.IsZero() {
+				// The idle worker wakes for the next wall-clock timer.
+				timer = time.NewTimer(time.Until(wall))
+				at = timer.C
+			}
 			select {
 			case <-w.signal:
 			case <-w.stop:
+			case <-at:
+			}
+			if timer != nil {
+				timer.Stop()
 			}
 			continue
 		}
@@ -321,9 +351,40 @@ func (rn *run) tick(since time.Time) time.Time {
 	return rn.epoch.Add((n + 1) * d)
 }
 
+// tickDue runs a tick of the task (task.Tick: a batch without records)
+// when its earliest wall-clock timer is due (ticked), and otherwise
+// returns when it will be (zero: the task has no wall-clock timer). Called
+// when no record is queued: a chunk of records fires the due timers
+// itself. Ticks are at least minTickGap apart, so that a callback that
+// keeps setting its timer in the past does not spin the worker.
+func (w *worker) tickDue() (next time.Time, ticked bool, err error) {
+	if !w.t.HasTimers() {
+		return time.Time{}, false, nil
+	}
+	next, ok, err := w.t.NextWallDue()
+	if err != nil {
+		return time.Time{}, false, &txnError{fmt.Errorf("runner: task %d: reading its timers: %w", w.t.Partition(), err)}
+	}
+	if !ok {
+		return time.Time{}, false, nil
+	}
+	if gap := w.lastTick.Add(minTickGap); next.Before(gap) {
+		next = gap
+	}
+	if time.Now().Before(next) {
+		return next, false, nil
+	}
+	w.lastTick = time.Now()
+	return time.Time{}, true, w.process(nil)
+}
+
+// minTickGap is the shortest time between two ticks of a task.
+const minTickGap = 10 * time.Millisecond
+
 // process runs one chunk, bounded by BatchTimeout, and adds it to the
-// task's open transaction. A transform that outlives the deadline is
-// abandoned (see BatchTimeout): its goroutine's late result is discarded.
+// task's open transaction; a nil chunk is a tick (task.Tick). A transform
+// that outlives the deadline is abandoned (see BatchTimeout): its
+// goroutine's late result is discarded.
 func (w *worker) process(recs []*kgo.Record) error {
 	c := w.rn.c
 	if w.first == nil {
@@ -346,7 +407,13 @@ func (w *worker) process(recs []*kgo.Record) error {
 	res := make(chan result, 1)
 	began := time.Now()
 	go func() {
-		b, err := w.t.Process(ctx, recs, w.rn.sem)
+		var b *task.Batch
+		var err error
+		if recs == nil {
+			b, err = w.t.Tick(ctx, w.rn.sem)
+		} else {
+			b, err = w.t.Process(ctx, recs, w.rn.sem)
+		}
 		res <- result{b, err}
 	}()
 	var r result

@@ -77,6 +77,25 @@ func (q Query) ReadStore(n int32, fn func(*store.Store) error) (bool, error) {
 	return true, fn(st)
 }
 
+// ReadNamedStore calls fn with the store of the named store name (or
+// the timer store, task.TimersStore) of running task n and reports true,
+// or reports false when task n does not run here or has no such store.
+// The store cannot close while fn runs.
+func (q Query) ReadNamedStore(n int32, name string, fn func(*store.Store) error) (bool, error) {
+	q.rn.qmu.RLock()
+	defer q.rn.qmu.RUnlock()
+	st := q.rn.named[n][name]
+	if st == nil {
+		return false, nil
+	}
+	return true, fn(st)
+}
+
+// StoreNames returns the names of the named stores of the running
+// transformer, in its order (task.TimersStore last when it sets timers);
+// none for a transformer without named stores.
+func (q Query) StoreNames() []string { return q.rn.storeNames() }
+
 // Stores returns the partitions of the queryable stores.
 func (q Query) Stores() []int32 {
 	q.rn.qmu.RLock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/group"
+	"github.com/flechtwerk/flechtwerk/store"
 	"github.com/flechtwerk/flechtwerk/task"
 )
 
@@ -130,6 +131,22 @@ func (rn *run) publishTasks() {
 	}
 	for n, t := range rn.tasks {
 		rn.stores[n] = t.Store()
+	}
+	clear(rn.named)
+	for n, t := range rn.tasks {
+		names := rn.storeNames()
+		if len(names) == 0 {
+			continue
+		}
+		m := make(map[string]*store.Store, len(names))
+		for _, name := range names {
+			if name == task.TimersStore {
+				m[name] = t.TimerStore()
+			} else {
+				m[name] = t.NamedStore(name)
+			}
+		}
+		rn.named[n] = m
 	}
 	rn.qmu.Unlock()
 	for _, n := range gone {

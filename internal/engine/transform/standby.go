@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/flechtwerk/flechtwerk/internal/standby"
+	"github.com/flechtwerk/flechtwerk/task"
 )
 
 // standbyAssignment tells a member which tasks it keeps standby replicas
@@ -33,8 +34,18 @@ type standbys struct {
 // replicas; src is where the member learns its standby tasks.
 func (rn *run) startStandbys(src standbyAssignment) error {
 	c := rn.c
-	if c.StandbyReplicas == 0 || !rn.proc.Stateful() {
+	if c.StandbyReplicas == 0 || !task.KeepsState(rn.proc) {
 		return nil
+	}
+	if !rn.proc.Stateful() {
+		// A standby keeps the default store with the others.
+		c.Logger.Warn("runner: StandbyReplicas is set, but the transformer keeps no per-key state beside its named stores: no standby replicas are kept",
+			"standby_replicas", c.StandbyReplicas)
+		return nil
+	}
+	var stores []standby.Store
+	for _, s := range rn.storeSpecs {
+		stores = append(stores, standby.Store{Name: s.name, Topic: s.topic, Timers: s.timers})
 	}
 	if src == nil {
 		c.Logger.Warn("runner: StandbyReplicas is set, but the group's range balancer assigns no standby tasks: no standby replicas are kept",
@@ -48,6 +59,7 @@ func (rn *run) startStandbys(src standbyAssignment) error {
 		Admin:              rn.adm,
 		KafkaOpts:          rn.base,
 		TransactionTimeout: c.TransactionTimeout,
+		Stores:             stores,
 		OnError:            func(err error) { rn.setFatal(fmt.Errorf("runner: %w", err)) },
 		Logger:             c.Logger,
 	})
@@ -115,8 +127,9 @@ func (rn *run) closeStandbys() error {
 }
 
 // changelogOffsets returns, per task whose store this instance holds open,
-// the changelog offset the store reflects (its checkpoint): the running
-// tasks' and the standby replicas'. A member reports it to the group's
+// the changelog offset the store reflects (its checkpoint; with named
+// stores or timers, the sum over the task's stores, as
+// standby.Manager.Offsets): the running tasks' and the standby replicas'. A member reports it to the group's
 // balancer, which gives a task that must move to the member that is
 // furthest ahead in it (the shortest restore). Safe to call from any
 // goroutine while Run runs.
@@ -130,9 +143,20 @@ func (rn *run) changelogOffsets() map[int32]int64 {
 		if st == nil {
 			continue
 		}
-		if next, ok := st.Next(); ok {
-			out[n] = next
+		next, ok := st.Next()
+		if !ok {
+			continue
 		}
+		// Summed over the task's stores, as the standbys report theirs.
+		for _, named := range rn.named[n] {
+			if named == nil {
+				continue
+			}
+			if o, ok := named.Next(); ok {
+				next += o
+			}
+		}
+		out[n] = next
 	}
 	rn.qmu.RUnlock()
 	return out

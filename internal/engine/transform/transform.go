@@ -20,6 +20,7 @@ import (
 	"github.com/flechtwerk/flechtwerk/internal/topics"
 	"github.com/flechtwerk/flechtwerk/store"
 	"github.com/flechtwerk/flechtwerk/task"
+	"github.com/flechtwerk/flechtwerk/task/process"
 )
 
 // Params is what a transformer engine runs with.
@@ -65,10 +66,14 @@ func Run(ctx context.Context, p Params) error {
 			return err
 		}
 	}
+	storeTopics := storeTopics(c.ApplicationID, p.Proc)
 	if o, ok := p.Proc.(stage.Outputs); ok {
 		reserved := map[string]string{}
 		if p.Proc.Stateful() {
 			reserved[c.Changelog()] = "the changelog topic"
+		}
+		for _, s := range storeTopics {
+			reserved[s.topic] = "the changelog topic of store " + s.name
 		}
 		if dl := c.DeadLetterTopic(); dl != "" {
 			reserved[dl] = "the dead-letter topic"
@@ -95,6 +100,17 @@ func Run(ctx context.Context, p Params) error {
 			return err
 		}
 	}
+	for _, s := range storeTopics {
+		// Created like the default changelog, or checked to have the
+		// inputs' partitions. A store added to an existing application
+		// starts empty: a missing topic is not refused as the default
+		// changelog's is.
+		if err := startupRetry(ctx, c, "checking the changelog of store "+s.name, func() error {
+			return changelog.Ensure(ctx, adm, s.topic, partitions, c.Replication)
+		}); err != nil {
+			return err
+		}
+	}
 
 	rn := &run{
 		c:           c,
@@ -103,6 +119,8 @@ func Run(ctx context.Context, p Params) error {
 		ops:         p.Ops,
 		hooks:       p.Hooks,
 		stores:      map[int32]*store.Store{},
+		named:       map[int32]map[string]*store.Store{},
+		storeSpecs:  storeTopics,
 		adm:         adm,
 		base:        base,
 		changelog:   changelogTopic,
@@ -131,7 +149,7 @@ func Run(ctx context.Context, p Params) error {
 	)
 	if !p.Hooks.Eager {
 		replicas := 0
-		if p.Proc.Stateful() {
+		if task.KeepsState(p.Proc) {
 			replicas = c.StandbyReplicas
 		}
 		b := group.NewBalancer(group.BalancerConfig{Standbys: replicas, Offsets: rn.changelogOffsets})
@@ -253,6 +271,10 @@ type run struct {
 	// before any store of a running task closes (publishTasks).
 	qmu    sync.RWMutex
 	stores map[int32]*store.Store
+	// named are the named stores and the timer store of the running
+	// tasks, by name; storeSpecs their names and changelogs.
+	named      map[int32]map[string]*store.Store
+	storeSpecs []storeTopic
 
 	// standby holds the standby replicas (StandbyReplicas).
 	standby standbys
@@ -272,3 +294,36 @@ func (rn *run) fatalErr() error { return rn.fatal.Err() }
 
 // poke wakes a main loop blocked in a poll.
 func (rn *run) poke() { latch.Poke(rn.wake) }
+
+// storeTopic is a named store (or the timer store) of a transformer and
+// its changelog topic.
+type storeTopic struct {
+	name, topic string
+	timers      bool
+}
+
+// storeTopics returns the named stores of proc, then its timer store,
+// with their changelogs; none for a processor without (process.Stores).
+func storeTopics(app string, proc stage.Transformer) []storeTopic {
+	sp, ok := proc.(process.Stores)
+	if !ok {
+		return nil
+	}
+	var out []storeTopic
+	for _, s := range sp.Stores() {
+		out = append(out, storeTopic{name: s.Name, topic: changelog.StoreTopic(app, s.Name)})
+	}
+	if sp.Timers() {
+		out = append(out, storeTopic{name: task.TimersStore, topic: changelog.TimersTopic(app), timers: true})
+	}
+	return out
+}
+
+// storeNames returns the names of storeSpecs.
+func (rn *run) storeNames() []string {
+	names := make([]string, len(rn.storeSpecs))
+	for i, s := range rn.storeSpecs {
+		names[i] = s.name
+	}
+	return names
+}

@@ -1,0 +1,134 @@
+package runner
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
+	"github.com/flechtwerk/flechtwerk/transformer"
+)
+
+var (
+	timerBenchRecords = flag.Int("timers-records", 100_000, "records per run of BenchmarkTimersThroughput")
+	timerBenchKeys    = flag.Int("timers-keys", 10_000, "keys of BenchmarkTimersThroughput")
+	timerBenchCommit  = flag.Duration("timers-commit-interval", 0, "commit interval of BenchmarkTimersThroughput (0: the default)")
+)
+
+// benchCounter counts per key and emits the count; with timers it also
+// sets the key's event-time timer an hour after each record (a timer per
+// key, replaced by every record) and expires the state after an hour of
+// event time (StateTTL): the bookkeeping of both is paid on every record,
+// and nothing fires.
+func benchCounter(out string, timers bool) *transformer.Stage[int] {
+	fn := func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
+		n++
+		e.SetState(n)
+		e.Send(out, rec.Key, fmt.Appendf(nil, "%d", n))
+		if timers {
+			e.SetTimer("t", rec.Timestamp.Add(time.Hour))
+		}
+		return nil
+	}
+	if !timers {
+		return transformer.New(fn)
+	}
+	return transformer.New(fn, transformer.StateTTL(time.Hour, transformer.EventTime),
+		transformer.OnTimer(func(context.Context, transformer.Timer, int, *transformer.Emitter[int]) error { return nil }))
+}
+
+// BenchmarkTimersThroughput measures, in one run, the records/s of a
+// counting transformer with a timer per key and StateTTL against the same
+// transformer without them, alternating the two (three runs each, the
+// median counts), each on a fresh application over -timers-records
+// records of -timers-keys keys on two partitions. The rate is taken from
+// the first commit to the last (start-up excluded). It reports both rates
+// and their ratio (target >= 0.8). Set KAFKA_BROKERS for a real broker;
+// -timers-commit-interval sets the commit interval of both.
+//
+//	go test ./runner/ -run '^$' -bench BenchmarkTimersThroughput -benchtime 1x
+func BenchmarkTimersThroughput(b *testing.B) {
+	for range b.N {
+		c := kafkatest.New(b)
+		in := kafkatest.Name("in")
+		c.CreateTopic(b, in, 2)
+		n, keys := *timerBenchRecords, *timerBenchKeys
+		now := time.Now()
+		recs := make([]*kgo.Record, 0, n)
+		for i := range n {
+			recs = append(recs, &kgo.Record{Topic: in, Partition: int32(i % 2), Key: fmt.Appendf(nil, "key-%d", i%keys),
+				Value: []byte("v"), Timestamp: now.Add(time.Duration(i) * time.Millisecond)})
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(1<<20))
+		require.NoError(b, err)
+		for chunk := range slices.Chunk(recs, 10_000) {
+			require.NoError(b, cl.ProduceSync(context.Background(), chunk...).FirstErr())
+		}
+		cl.Close()
+		var rates [2][]float64
+		for round := range 6 {
+			timers := round%2 == 1
+			rates[round%2] = append(rates[round%2], timersRate(b, c, in, n, timers))
+		}
+		plain, timed := median(rates[0]), median(rates[1])
+		b.ReportMetric(plain, "plain-records/s")
+		b.ReportMetric(timed, "timers-records/s")
+		b.ReportMetric(timed/plain, "ratio")
+		fmt.Printf("timers bench (%s, %d records of %d keys, 2 partitions): without timers %.0f records/s %v, with a timer per key and StateTTL %.0f records/s %v: ratio %.2f\n",
+			c.Kind(), n, keys, plain, rates[0], timed, rates[1], timed/plain)
+	}
+}
+
+// timersRate runs benchCounter over the n records of in on a fresh
+// application and returns its records/s from its first commit to its
+// last.
+func timersRate(b *testing.B, c *kafkatest.Cluster, in string, n int, timers bool) float64 {
+	out, app := kafkatest.Name("out"), kafkatest.Name("bench")
+	c.CreateTopic(b, out, 2)
+	opts := []TransformerOpt{SeedBrokers(c.Brokers...), ApplicationID(app), InputTopics(in),
+		StateDir(b.TempDir()), SessionTimeout(6 * time.Second), WithLogger(testLogger())}
+	if *timerBenchCommit > 0 {
+		opts = append(opts, CommitInterval(*timerBenchCommit))
+	}
+	r, err := NewTransformer(benchCounter(out, timers), opts...)
+	require.NoError(b, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(b, <-done)
+	}()
+	committed := func() int64 {
+		var sum int64
+		for _, o := range c.CommittedOffsets(b, app, in) {
+			sum += o
+		}
+		return sum
+	}
+	var first int64
+	var began time.Time
+	kafkatest.WaitFor(b, 5*time.Minute, "a first commit", func() bool {
+		first, began = committed(), time.Now()
+		return first > 0
+	})
+	if first >= int64(n) {
+		b.Fatalf("every record was committed in the first commit: raise -timers-records")
+	}
+	for committed() < int64(n) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return float64(int64(n)-first) / time.Since(began).Seconds()
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}

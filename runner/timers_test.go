@@ -1,0 +1,275 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/flechtwerk/flechtwerk/changelog"
+	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
+	"github.com/flechtwerk/flechtwerk/transformer"
+)
+
+// timersChildEnv makes the test binary a runner process of timerStage
+// (see TestMain): "brokers|app|in|out|stateDir|logFile|standbyReplicas".
+const timersChildEnv = "FLECHTWERK_TIMERS_CHILD"
+
+// timerStage is timer-heavy: every record v of a key sets two timers of
+// the key, the event-time timer "e<v>" due 50ms after the record and the
+// wall-clock timer "w<v>" due up to 200ms after the batch. A timer that
+// fires counts in its key's state and emits "<count>|<timer name>". A
+// record of value "flush" sets none.
+func timerStage(out string) *transformer.Stage[int] {
+	return transformer.New(func(_ context.Context, rec *transformer.Record, _ int, e *transformer.Emitter[int]) error {
+		v := string(rec.Value)
+		if v == "flush" {
+			return nil
+		}
+		n, _ := strconv.Atoi(v)
+		e.SetTimer("e"+v, rec.Timestamp.Add(50*time.Millisecond))
+		e.SetWallTimer("w"+v, e.Now().Add(time.Duration(n*37%200)*time.Millisecond))
+		return nil
+	}, transformer.OnTimer(func(_ context.Context, tm transformer.Timer, n int, e *transformer.Emitter[int]) error {
+		n++
+		e.SetState(n)
+		e.Send(out, tm.Key, fmt.Appendf(nil, "%d|%s", n, tm.Name))
+		return nil
+	}))
+}
+
+func timersChild(spec string) int {
+	p := strings.Split(spec, "|")
+	brokers, app, in, out, dir, logFile := p[0], p[1], p[2], p[3], p[4], p[5]
+	replicas, _ := strconv.Atoi(p[6])
+	f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	r, err := NewTransformer(timerStage(out), SeedBrokers(strings.Split(brokers, ",")...), ApplicationID(app), InputTopics(in),
+		StateDir(dir), StandbyReplicas(replicas), SessionTimeout(childSession), CommitInterval(50*time.Millisecond),
+		WithConsumerOpts(kgo.HeartbeatInterval(300*time.Millisecond)),
+		WithLogger(slog.New(slog.NewTextHandler(f, nil))))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := r.Run(context.Background()); err != nil {
+		fmt.Fprintln(f, "run failed:", err)
+		return 1
+	}
+	return 0
+}
+
+func spawnTimersChild(t *testing.T, c *kafkatest.Cluster, dir, app, in, out string, replicas int, id string) *child {
+	t.Helper()
+	p := &child{log: filepath.Join(dir, id+".log"), dir: filepath.Join(dir, id)}
+	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	p.cmd.Env = append(os.Environ(), timersChildEnv+"="+strings.Join([]string{
+		strings.Join(c.Brokers, ","), app, in, out, p.dir, p.log, strconv.Itoa(replicas)}, "|"))
+	p.cmd.Stderr = os.Stderr
+	require.NoError(t, p.cmd.Start())
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+	})
+	return p
+}
+
+// timerInputs produces records of keys k0..k29 to both partitions of in,
+// with increasing values, stamped now.
+type timerInputs struct {
+	mu   sync.Mutex
+	n    int
+	cl   *kgo.Client
+	in   string
+	stop atomic.Bool
+	done chan struct{}
+}
+
+func (ti *timerInputs) produce(t *testing.T, n int) {
+	var recs []*kgo.Record
+	ti.mu.Lock()
+	for range n {
+		k := ti.n % 30
+		recs = append(recs, &kgo.Record{Topic: ti.in, Partition: int32(k % 2), Key: fmt.Appendf(nil, "k%d", k),
+			Value: []byte(strconv.Itoa(ti.n)), Timestamp: time.Now()})
+		ti.n++
+	}
+	ti.mu.Unlock()
+	require.NoError(t, ti.cl.ProduceSync(context.Background(), recs...).FirstErr())
+}
+
+func (ti *timerInputs) run(t *testing.T) {
+	ti.done = make(chan struct{})
+	go func() {
+		defer close(ti.done)
+		for !ti.stop.Load() {
+			ti.produce(t, 10)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+}
+
+// requireTimersOnce checks the outputs of timerStage for n inputs: every
+// input's two timers fired exactly once, and each key's counts run 1, 2,
+// ... without gap or repeat (the state written by the callbacks is that
+// of the committed fires, never of an aborted one).
+func requireTimersOnce(t *testing.T, outs []*kgo.Record, n int) {
+	t.Helper()
+	fired := map[string]int{}
+	counts := map[string]int{}
+	for _, o := range outs {
+		c, name, ok := strings.Cut(string(o.Value), "|")
+		require.True(t, ok, "%q", o.Value)
+		cnt, err := strconv.Atoi(c)
+		require.NoError(t, err)
+		counts[string(o.Key)]++
+		require.Equal(t, counts[string(o.Key)], cnt, "count of key %s at timer %s", o.Key, name)
+		fired[name]++
+	}
+	for i := range n {
+		for _, name := range []string{"e" + strconv.Itoa(i), "w" + strconv.Itoa(i)} {
+			require.Equal(t, 1, fired[name], "timer %s fired once", name)
+		}
+	}
+	require.Len(t, outs, 2*n)
+}
+
+// TestTimersChaosKill: runner processes of a timer-heavy transformer
+// (two timers per record, event time and wall clock, state written by
+// every callback) are SIGKILLed at random moments while records keep
+// coming, so that kills land between timers firing and their commit. The
+// replacement restarts warm (same state directory) or on another machine
+// (a full restore of the stores, the timers and the stream time). At the
+// end, a read_committed reader sees every timer's output exactly once and
+// the counts of every key without gap or repeat.
+func TestTimersChaosKill(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("timers-kill")
+	c.CreateTopic(t, in, 2)
+	c.CreateTopic(t, out, 2)
+	dir := t.TempDir()
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	defer pcl.Close()
+	ti := &timerInputs{cl: pcl, in: in}
+	ti.run(t)
+
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 25))
+	const kills = 4
+	for i := range kills {
+		id := []string{"a", "b"}[i%2] // alternately warm and on the other machine
+		if i >= 2 {
+			id = "a" // a warm restart
+		}
+		p := spawnTimersChild(t, c, dir, app, in, out, 0, id)
+		kafkatest.WaitFor(t, 60*time.Second, "the child restored its tasks", func() bool {
+			return strings.Count(p.logs(), `msg="task restored"`) >= 2*2 // 2 tasks, 2 stores each (state, timers)
+		})
+		time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
+		require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+		_ = p.cmd.Wait()
+		t.Logf("kill %d of child %s", i+1, id)
+	}
+	p := spawnTimersChild(t, c, dir, app, in, out, 0, "b")
+	time.Sleep(time.Second)
+	ti.stop.Store(true)
+	<-ti.done
+	// Stream time past every event-time timer of both partitions.
+	require.NoError(t, pcl.ProduceSync(context.Background(),
+		&kgo.Record{Topic: in, Partition: 0, Key: []byte("flush"), Value: []byte("flush"), Timestamp: time.Now().Add(time.Hour)},
+		&kgo.Record{Topic: in, Partition: 1, Key: []byte("flush"), Value: []byte("flush"), Timestamp: time.Now().Add(time.Hour)},
+	).FirstErr())
+	ti.mu.Lock()
+	n := ti.n
+	ti.mu.Unlock()
+	var outs []*kgo.Record
+	kafkatest.WaitForState(t, 120*time.Second, "every timer fired", func() bool {
+		outs = c.ReadCommitted(t, out)
+		return len(outs) >= 2*n
+	}, func() string {
+		return fmt.Sprintf("%d outputs of %d; child log:\n%s", len(outs), 2*n, lastLines(p.logs(), 20))
+	})
+	time.Sleep(500 * time.Millisecond) // nothing more comes
+	outs = c.ReadCommitted(t, out)
+	requireTimersOnce(t, outs, n)
+	t.Logf("%d inputs, %d timers fired exactly once across %d kills", n, len(outs), kills)
+}
+
+// TestTimersStandbyFailover: two runner processes of the timer-heavy
+// transformer with StandbyReplicas(1), each running one task and keeping
+// the standby of the other (its default store and its timer store). One
+// is SIGKILLed while records keep coming: the survivor releases its
+// standby stores and restores each warm from its standby's checkpoint,
+// and every timer still fires exactly once (the timers and the stream
+// time the standby kept are exact).
+func TestTimersStandbyFailover(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("timers-standby")
+	c.CreateTopic(t, in, 2)
+	c.CreateTopic(t, out, 2)
+	dir := t.TempDir()
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	defer pcl.Close()
+	ti := &timerInputs{cl: pcl, in: in}
+	ti.run(t)
+
+	a := spawnTimersChild(t, c, dir, app, in, out, 1, "a")
+	b := spawnTimersChild(t, c, dir, app, in, out, 1, "b")
+	timers := regexp.QuoteMeta(changelog.TimersTopic(app))
+	standbyOf := regexp.MustCompile(`msg="standby restored" partition=\d changelog=` + timers)
+	kafkatest.WaitFor(t, 60*time.Second, "each keeps the standby of the other's task, timers included", func() bool {
+		return standbyOf.MatchString(a.logs()) && standbyOf.MatchString(b.logs())
+	})
+	time.Sleep(2 * time.Second)
+	before := len(b.logs())
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
+	_ = a.cmd.Wait()
+	kafkatest.WaitFor(t, 60*time.Second, "the survivor runs both tasks", func() bool {
+		return strings.Count(b.logs()[before:], `msg="task restored"`) >= 2 // the default store and the timers
+	})
+	time.Sleep(time.Second)
+	ti.stop.Store(true)
+	<-ti.done
+	require.NoError(t, pcl.ProduceSync(context.Background(),
+		&kgo.Record{Topic: in, Partition: 0, Key: []byte("flush"), Value: []byte("flush"), Timestamp: time.Now().Add(time.Hour)},
+		&kgo.Record{Topic: in, Partition: 1, Key: []byte("flush"), Value: []byte("flush"), Timestamp: time.Now().Add(time.Hour)},
+	).FirstErr())
+	ti.mu.Lock()
+	n := ti.n
+	ti.mu.Unlock()
+	var outs []*kgo.Record
+	kafkatest.WaitForState(t, 120*time.Second, "every timer fired", func() bool {
+		outs = c.ReadCommitted(t, out)
+		return len(outs) >= 2*n
+	}, func() string {
+		return fmt.Sprintf("%d outputs of %d; survivor log:\n%s", len(outs), 2*n, lastLines(b.logs(), 20))
+	})
+	time.Sleep(500 * time.Millisecond)
+	requireTimersOnce(t, c.ReadCommitted(t, out), n)
+
+	logs := b.logs()[before:]
+	released := regexp.MustCompile(`msg="standby released" partition=\d changelog=` + timers).FindString(logs)
+	require.NotEmpty(t, released, "the survivor released its timer store's standby: %s", logs)
+	restored := regexp.MustCompile(`msg="task restored" partition=\d changelog=` + timers + ` records=\d+ from=\d+ to=\d+ full=(\w+)`).FindStringSubmatch(logs)
+	require.NotNil(t, restored, logs)
+	require.Equal(t, "false", restored[1], "the timer store restored warm from the standby: %s", restored[0])
+	t.Logf("%d inputs, %d timers fired exactly once; %s; %s", n, 2*n, released, restored[0])
+}
