@@ -164,12 +164,6 @@ func TestReadStore(t *testing.T) {
 	require.Equal(t, "counts", v)
 }
 
-// TestEngineServesNamedStores: the engine's query handle reads named
-// stores (namedStores); without it GetStore and ScanStore refuse every
-// named store with ErrNotQueryable.
-func TestEngineServesNamedStores(t *testing.T) {
-	var q any = &transform.Query{}
-	if _, ok := q.(namedStores); !ok {
-		t.Skip("transform.Query has no ReadNamedStore(n int32, name string, fn func(*store.Store) error) (bool, error) yet")
-	}
-}
+// The engine's query handle reads named stores: without it GetStore and
+// ScanStore would refuse every named store with ErrNotQueryable.
+var _ namedStores = transform.Query{}
