@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -406,12 +407,15 @@ func (s *Store) Next() (int64, bool) {
 func (s *Store) apply(ws []Write, cp *Checkpoint, sync *pebble.WriteOptions) error {
 	b := s.db.NewBatch()
 	defer b.Close()
-	// written: the values of the keys written earlier in this batch, for
-	// the due index of a timer store (nil value: deleted).
+	// written: the value of every timer key of the batch before the
+	// write at hand (nil: absent), for the due index of a timer store.
 	var written map[string][]byte
 	var lows *lowDues
 	if s.timers {
-		written = make(map[string][]byte, len(ws))
+		var err error
+		if written, err = s.readTimers(ws); err != nil {
+			return err
+		}
 		lows = new(lowDues)
 	}
 	st, stSet := s.streamTime, s.hasStreamTime
@@ -459,20 +463,15 @@ func (s *Store) apply(ws []Write, cp *Checkpoint, sync *pebble.WriteOptions) err
 }
 
 // applyTimer adds to b the due-index changes of w, a write to a timer
-// store, reading the key's value before w from written (the earlier
-// writes of the batch) or the database; then records w in written.
+// store, given in written the value of every key of the batch before w
+// (readTimers); then records w in written.
 func (s *Store) applyTimer(b *pebble.Batch, w Write, written map[string][]byte, lows *lowDues) error {
-	old, found := written[string(w.Key)]
-	if _, seen := written[string(w.Key)]; seen {
-		found = old != nil
-	} else {
-		var err error
-		if old, found, err = s.Get(w.Key); err != nil {
-			return err
-		}
-	}
-	if err := s.indexTimer(b, w, old, found, lows); err != nil {
+	old := written[string(w.Key)]
+	if err := s.indexTimer(b, w, old, old != nil, lows); err != nil {
 		return err
+	}
+	if bytes.Equal(w.Key, StreamTimeKey) {
+		return nil
 	}
 	if w.Delete {
 		written[string(w.Key)] = nil
@@ -480,6 +479,54 @@ func (s *Store) applyTimer(b *pebble.Batch, w Write, written map[string][]byte, 
 		written[string(w.Key)] = append(make([]byte, 0, len(w.Value)), w.Value...)
 	}
 	return nil
+}
+
+// readTimers returns the stored value of every timer key ws writes (a
+// copy, never nil; nil when the key is absent). It reads them in key
+// order with one iterator: a point read per key would open the
+// iterators of every level anew, each reading index blocks, for every
+// key.
+func (s *Store) readTimers(ws []Write) (map[string][]byte, error) {
+	old := make(map[string][]byte, len(ws))
+	keys := make([][]byte, 0, len(ws))
+	for _, w := range ws {
+		if bytes.Equal(w.Key, StreamTimeKey) {
+			continue // indexTimer needs no value before it
+		}
+		if _, seen := old[string(w.Key)]; !seen {
+			old[string(w.Key)] = nil
+			keys = append(keys, w.Key)
+		}
+	}
+	if len(keys) == 0 {
+		return old, nil
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	lower := append([]byte{statePrefix}, keys[0]...)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: stateUpper})
+	if err != nil {
+		return nil, fmt.Errorf("store: reading timers of %s: %w", s.dir, err)
+	}
+	pk := make([]byte, 0, len(lower))
+	for _, k := range keys {
+		pk = append(append(pk[:0], statePrefix), k...)
+		if !it.SeekGE(pk) {
+			break // no stored key at or after k: neither after it
+		}
+		if !bytes.Equal(it.Key(), pk) {
+			continue
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return nil, fmt.Errorf("store: reading timer %q of %s: %w", k, s.dir, err)
+		}
+		old[string(k)] = append(make([]byte, 0, len(v)), v...)
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("store: reading timers of %s: %w", s.dir, err)
+	}
+	return old, nil
 }
 
 // encodeCheckpoint: topic ID (16 bytes), next (8), time in Unix

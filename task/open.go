@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -53,6 +54,20 @@ type open struct {
 // newOpen returns an empty open transaction of a task with n stores.
 func newOpen(n int) open {
 	return open{stores: make([]overlay, n), timers: &timerOverlay{}}
+}
+
+// maxSizeHint bounds the map size a transaction passes to the next one.
+const maxSizeHint = 1 << 16
+
+// next returns the empty open transaction that follows o, its overlays
+// sized for as many keys as o's held (up to maxSizeHint).
+func (o *open) next() open {
+	n := newOpen(len(o.stores))
+	for i := range o.stores {
+		n.stores[i].hint = min(len(o.stores[i].m), maxSizeHint)
+	}
+	n.timers.hint = min(len(o.timers.m), maxSizeHint)
+	return n
 }
 
 // Add joins a processed batch to what the task has not committed: a
@@ -213,7 +228,7 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 	if o.txn == nil {
 		return Stats{}, fmt.Errorf("task %d: no open transaction; commit the offsets through the group member", t.cfg.Partition)
 	}
-	t.open = newOpen(len(t.stores))
+	t.open = o.next()
 	// The changelog records of every store: the default one's, the named
 	// ones', the timers' (and the stream time), one per key.
 	type pending struct {
@@ -277,8 +292,12 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 		"records", o.records, "outputs", o.outputs, "state_writes", nwrites, "timers_fired", o.fired,
 		"produce", tm.Produce, "offsets", tm.Offsets, "total", tm.Total, "open", time.Since(o.began), "opening", o.opening)
 	t.commits.Add(1)
-	var errs []error
-	for _, p := range all {
+	// Each store applies its writes in a Pebble batch of its own,
+	// synced: they apply at once, so their syncs overlap.
+	errs := make([]error, len(all))
+	var wg sync.WaitGroup
+	for i := range all {
+		p := &all[i]
 		if p.st == nil {
 			continue
 		}
@@ -287,16 +306,24 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 		// changelog (its offset is set once End returned). A warm
 		// restart replays from there; the marker at or past it is
 		// skipped on replay.
-		var err error
-		if next, ok := changelog.NextOffset(p.recs, p.topic, t.cfg.Partition); ok {
-			err = p.st.ApplyThrough(p.writes, next)
-		} else {
-			err = p.st.Apply(p.writes)
+		apply := func() {
+			if next, ok := changelog.NextOffset(p.recs, p.topic, t.cfg.Partition); ok {
+				errs[i] = p.st.ApplyThrough(p.writes, next)
+			} else {
+				errs[i] = p.st.Apply(p.writes)
+			}
 		}
-		if err != nil {
-			errs = append(errs, err)
+		if i == len(all)-1 {
+			apply() // the last one on this goroutine
+			continue
 		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			apply()
+		}()
 	}
+	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return st, fmt.Errorf("task %d: transaction committed but the store update failed (restored from the changelog on restart): %w", t.cfg.Partition, err)
 	}

@@ -17,6 +17,10 @@ import (
 // concurrently; only Add (between batches) writes it.
 type overlay struct {
 	m map[string]store.Write
+	// hint sizes m when the first write makes it (the previous
+	// transaction's count): growing a map of thousands of keys from
+	// empty, commit after commit, costs its rehashes each time.
+	hint int
 
 	mu     sync.Mutex
 	sorted []string // keys of m in byte order; nil: not built since the last write
@@ -24,7 +28,7 @@ type overlay struct {
 
 func (o *overlay) put(w store.Write) (delta int64) {
 	if o.m == nil {
-		o.m = make(map[string]store.Write)
+		o.m = make(map[string]store.Write, o.hint)
 	}
 	if old, ok := o.m[string(w.Key)]; ok {
 		delta -= int64(len(old.Key) + len(old.Value))
@@ -73,7 +77,8 @@ func (o *overlay) writes() []store.Write {
 // store.TimerKey). Due merges it with the timer store in the store's
 // order: due time, state key, name (store.CompareDue).
 type timerOverlay struct {
-	m map[string]process.TimerOp
+	m    map[string]process.TimerOp
+	hint int // sizes m when made, as overlay.hint
 	// low is, per kind, at most the earliest due time of the timers set
 	// in m (exact after a scan, lowered by every set): a batch whose
 	// horizon is before it finds no due timer in m without a scan.
@@ -99,7 +104,7 @@ func cmpTimerAt(a, b timerAt) int {
 // put records op; only Add calls it, while no batch reads.
 func (o *timerOverlay) put(op process.TimerOp) {
 	if o.m == nil {
-		o.m = make(map[string]process.TimerOp)
+		o.m = make(map[string]process.TimerOp, o.hint)
 	}
 	o.m[string(store.TimerKey(op.Key, op.Name))] = op
 	if k := op.Kind; !op.Cancel && int(k) < len(o.low) && (!o.has[k] || op.Due < o.low[k]) {
