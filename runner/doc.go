@@ -94,7 +94,8 @@
 // A transformer with named stores (transformer.Stores) or timers
 // (timers, StateTTL) has a store and a changelog per named store
 // ({application id}-{name}-changelog) and a timer store
-// ({application id}-timers-changelog) beside the default ones: Run
+// ({application id}-timers-changelog; it also holds the task's stream
+// time, so every such transformer has it) beside the default ones: Run
 // creates or checks each like the default changelog (same partitions and
 // configuration), every task restores each after its fence, and its
 // transactions write all of them. An application that adds a store or
