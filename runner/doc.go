@@ -94,7 +94,8 @@
 // A transformer with named stores (transformer.Stores) or timers
 // (timers, StateTTL) has a store and a changelog per named store
 // ({application id}-{name}-changelog) and a timer store
-// ({application id}-timers-changelog) beside the default ones: Run
+// ({application id}-timers-changelog; it also holds the task's stream
+// time, so every such transformer has it) beside the default ones: Run
 // creates or checks each like the default changelog (same partitions and
 // configuration), every task restores each after its fence, and its
 // transactions write all of them. An application that adds a store or
@@ -103,7 +104,10 @@
 // timer when it has no records and runs a batch without records that
 // fires it (and whatever else is due), so a wall-clock timer fires within
 // about a commit interval of its due time, idle or not; event-time timers
-// fire as records advance the task's stream time.
+// fire as records advance the task's stream time, and the idle worker
+// also ticks while event-time timers are due by it (a batch fires at most
+// 10000 timers of keys without records; a callback that sets its timer
+// again in the past fires in the next tick, at least 10ms later).
 //
 // The balance is computed by the group's leader (client side), not by the
 // broker (KIP-848): broker-side assignors see only subscriptions and owned

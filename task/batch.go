@@ -27,6 +27,7 @@ type Batch struct {
 	stream   int64
 	advanced bool
 	fired    int
+	moreDue  bool
 	// Offsets are the next offsets to consume per input topic of the task.
 	Offsets map[string]int64
 	// Records is how many input records the batch held.
@@ -54,6 +55,12 @@ func (b *Batch) StateWrites() int { return len(b.writes) + len(b.named) + len(b.
 
 // Fired returns how many timers fired in the batch.
 func (b *Batch) Fired() int { return b.fired }
+
+// MoreDue reports that timers due by the batch's end were left for later
+// batches (the bound batch.DefaultMaxTimers): Tick again at once.
+// Task.TimersDue also finds them (and a timer a callback set again in the
+// past, which fires in the next batch).
+func (b *Batch) MoreDue() bool { return b.moreDue }
 
 // Process runs the transform over recs (all of this task's partition;
 // transaction markers among them only advance the offsets),
@@ -115,7 +122,7 @@ func (t *Task) run(ctx context.Context, recs []*kgo.Record, sem chan struct{}) (
 		b.Offsets = make(map[string]int64)
 	}
 	if t.sp != nil {
-		b.named, b.timers, b.fired = res.StoreWrites, res.Timers, res.Fired
+		b.named, b.timers, b.fired, b.moreDue = res.StoreWrites, res.Timers, res.Fired, res.MoreDue
 		if t.timers != nil && res.StreamTime > t.stream {
 			b.stream, b.advanced = res.StreamTime, true
 		}

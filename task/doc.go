@@ -56,8 +56,9 @@
 // not empty. CommitOpen sends every store's changelog records and the
 // timers' in the one transaction, then applies each store with the offset
 // after its own records. Tick runs a batch without records that fires the
-// due timers; the engine calls it when NextWallDue has passed and the
-// task has no records queued (records fire due timers themselves).
+// due timers; the engine calls it while TimersDue holds (else when
+// NextWallDue has passed) and the task has no records queued (records
+// fire due timers themselves).
 //
 // Batches that wrote nothing open no transaction: an offsets-only
 // transaction would never be ended by the client, so when a whole interval

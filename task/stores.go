@@ -352,6 +352,27 @@ func (t *Task) NextWallDue() (time.Time, bool, error) {
 	return time.UnixMilli(next), true, nil
 }
 
+// TimersDue reports whether a timer of the task is due now: an
+// event-time timer due by the task's stream time, or a wall-clock timer
+// due by now (committed or set in the open transaction, as Tick sees
+// them). A batch fires at most batch.DefaultMaxTimers timers of keys
+// without records, and a timer its callback set again in the past fires
+// in the next batch: the engine ticks again while this holds. Cheap: one
+// index seek per kind, plus the committed timers the open transaction
+// replaced.
+func (t *Task) TimersDue() (bool, error) {
+	if t.timers == nil {
+		return false, nil
+	}
+	found := false
+	first := func(process.Timer) (bool, error) { found = true; return false, nil }
+	if err := t.due(process.EventTime, t.stream, first); err != nil || found {
+		return found, err
+	}
+	err := t.due(process.WallClock, time.Now().UnixMilli(), first)
+	return found, err
+}
+
 // HasTimers reports whether the task keeps timers (its processor sets
 // timers or expires state): the engine then calls Tick when a wall-clock
 // timer is due.

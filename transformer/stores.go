@@ -639,8 +639,10 @@ func (e *Emitter[S]) timerCall(name, field string) *call {
 
 // StreamTime returns the task's stream time as the call sees it: in a
 // record's call, the largest timestamp of the records up to and including
-// it; in a timer's call, the stream time at which it fired. The zero time
-// when the stage has no stores or timers.
+// it; in a timer's call, the stream time at which it fired. It is the
+// task's, kept across batches and restarts (in the timer store, which
+// every stage with stores or timers has). The zero time when the stage
+// has no stores or timers.
 func (o *Outputs) StreamTime() time.Time {
 	if o.call == nil {
 		return time.Time{}
@@ -719,8 +721,12 @@ type storesAdapter[S any] struct{ adapter[S] }
 // option.
 func (a storesAdapter[S]) Stores() []process.StoreSpec { return a.t.sc.specs }
 
-// Timers reports whether the stage has timers: a timer callback or a TTL.
-func (a storesAdapter[S]) Timers() bool { return a.t.sc.timers }
+// Timers reports true for every stage with stores, timers or a TTL: the
+// timer store also holds the task's stream time (StreamTime), which must
+// not depend on how records are chunked into batches, nor restart from 0
+// after a restart. Such a stage so always has a timer store and its
+// changelog ({application id}-timers-changelog).
+func (a storesAdapter[S]) Timers() bool { return true }
 
 // ProcessState is Process reading st, with the call's store writes and
 // timer operations (its state TTL's included) in the result.

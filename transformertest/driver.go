@@ -80,7 +80,8 @@ type Batch struct {
 	// the store's name) expired by their TTL, in the same order.
 	Expired []Expired
 	// MoreDue reports that due timers were left for later batches
-	// (MaxTimers): Tick again to fire them, as the runtime does at once.
+	// (MaxTimers): Tick again to fire them, as the runtime does while
+	// timers are due (ticks at least 10ms apart).
 	MoreDue bool
 }
 

@@ -192,8 +192,9 @@ func (d *Driver) Now() time.Time {
 }
 
 // Tick runs a batch with no records in every task partition that has
-// timers, as the runtime does between records (for wall-clock timers) and
-// at least once per commit interval: the timers due by the partition's
+// timers, as the runtime does between records while a timer is due (a
+// wall-clock timer by now, an event-time timer by the stream time, at
+// most one tick per 10ms): the timers due by the partition's
 // stream time or the Driver's clock fire, and the batch commits like one
 // of Process. A stage without timers: an empty batch. At most MaxTimers
 // due timers fire per partition; Batch.MoreDue says when more are due.

@@ -203,7 +203,9 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 		p.sx = sx
 		res.StreamTime = sx.end
 	}
-	needKey := stateful || (sp != nil && sp.Timers())
+	// A stateless stage with stores has a timer store too (it holds the
+	// stream time) but sets no timer: its records need no key.
+	needKey := stateful
 	var (
 		buckets []*bucket
 		n       counts

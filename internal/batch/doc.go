@@ -41,8 +41,10 @@
 //   - Bound: of the due timers of keys without records, a batch takes at
 //     most Params.MaxTimers (DefaultMaxTimers), the earliest due (event
 //     time before wall clock); the rest fire in later batches and
-//     Result.MoreDue asks for one at once. Keys with records keep all
-//     their due timers, so the order above holds for them.
+//     Result.MoreDue says so; the runtime ticks again while a timer is
+//     due (task.Task.TimersDue), at most one tick per 10ms. Keys with
+//     records keep all their due timers, so the order above holds for
+//     them.
 //   - A timer callback's outputs without a timestamp get the timer's Due
 //     (event time) or View.Now (wall clock); its Op applies to its key's
 //     state like a record's.

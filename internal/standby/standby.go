@@ -38,8 +38,9 @@ const abortCheck = time.Minute
 // Config describes the standby replicas of one application's transformer.
 type Config struct {
 	ApplicationID string
-	// Changelog is the changelog topic; partition N is the changelog of
-	// task N.
+	// Changelog is the default store's changelog topic; partition N is
+	// the changelog of task N. Empty: the tasks keep no default store
+	// (only Stores: named stores or timers).
 	Changelog string
 	// StateDir is the root of the stores: task N's store is
 	// store.Dir(StateDir, ApplicationID, N).
@@ -157,14 +158,21 @@ func New(cfg Config) (*Manager, error) {
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 		kgo.FetchMaxWait(500*time.Millisecond),
 	)
-	stores := append([]Store{{Topic: cfg.Changelog}}, cfg.Stores...)
+	var stores []Store
+	if cfg.Changelog != "" {
+		stores = append(stores, Store{Topic: cfg.Changelog})
+	} else if len(cfg.Stores) == 0 {
+		return nil, errors.New("standby: no store: a Changelog or Stores is required")
+	}
+	stores = append(stores, cfg.Stores...)
 	byTopic := make(map[string]int, len(stores))
 	names := map[string]bool{}
 	for i, s := range stores {
-		if i > 0 && (!store.ValidName(s.Name) || names[s.Name] || s.Topic == "") {
-			return nil, fmt.Errorf("standby: store %d (%q, topic %q): a valid name used once and a topic are required", i-1, s.Name, s.Topic)
+		named := i > 0 || cfg.Changelog == ""
+		if named && (!store.ValidName(s.Name) || names[s.Name] || s.Topic == "") {
+			return nil, fmt.Errorf("standby: store %q (topic %q): a valid name used once and a topic are required", s.Name, s.Topic)
 		}
-		if i > 0 && s.Timers != (s.Name == changelog.TimersName) {
+		if named && s.Timers != (s.Name == changelog.TimersName) {
 			// Opened with the other setting, a store is wiped.
 			return nil, fmt.Errorf("standby: store %q: the timer store is the one named %q, and only it", s.Name, changelog.TimersName)
 		}
@@ -175,7 +183,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("standby: client for %s: %w", cfg.Changelog, err)
+		return nil, fmt.Errorf("standby: client for %s: %w", stores[0].Topic, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{cfg: cfg, cl: cl, ctx: ctx, cancel: cancel, stores: stores, byTopic: byTopic, reps: map[int32][]*replica{}}
@@ -318,7 +326,7 @@ func (m *Manager) restore(ctx context.Context, r *replica, wipe bool) error {
 	m.mu.Unlock()
 	if st == nil {
 		dir := store.Dir(c.StateDir, c.ApplicationID, r.n)
-		if def := m.stores[r.s]; r.s > 0 {
+		if def := m.stores[r.s]; def.Name != "" {
 			dir = store.NamedDir(c.StateDir, c.ApplicationID, r.n, def.Name)
 		}
 		var err error
@@ -598,7 +606,8 @@ func (m *Manager) Tasks() []int32 {
 }
 
 // Offsets returns, per standby task whose default store has a
-// checkpoint, the sum over the task's stores of their checkpoints'
+// checkpoint (without a default store: any store), the sum over the
+// task's stores of their checkpoints'
 // changelog offsets (a store without a checkpoint counts 0): every
 // committed record below a store's checkpoint is in that store, so a
 // failover to this instance replays from there. With the default store
@@ -608,15 +617,12 @@ func (m *Manager) Tasks() []int32 {
 func (m *Manager) Offsets() map[int32]int64 {
 	out := make(map[int32]int64, len(m.reps))
 	for n, offs := range m.StoreOffsets() {
-		def, ok := offs[m.stores[0].Topic]
-		if !ok {
+		if _, ok := offs[m.stores[0].Topic]; !ok && m.cfg.Changelog != "" {
 			continue
 		}
-		sum := def
-		for topic, next := range offs {
-			if topic != m.stores[0].Topic {
-				sum += next
-			}
+		var sum int64
+		for _, next := range offs {
+			sum += next
 		}
 		out[n] = sum
 	}

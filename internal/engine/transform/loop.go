@@ -352,21 +352,33 @@ func (rn *run) tick(since time.Time) time.Time {
 }
 
 // tickDue runs a tick of the task (task.Tick: a batch without records)
-// when its earliest wall-clock timer is due (ticked), and otherwise
-// returns when it will be (zero: the task has no wall-clock timer). Called
-// when no record is queued: a chunk of records fires the due timers
-// itself. Ticks are at least minTickGap apart, so that a callback that
-// keeps setting its timer in the past does not spin the worker.
+// when a timer is due (ticked): a wall-clock timer due by now, or an
+// event-time timer due by the task's stream time (left over by the bound
+// on timers per batch, or set again in the past by its callback).
+// Otherwise it returns when the earliest wall-clock timer will be due
+// (zero: none). Called when no record is queued: a chunk of records fires
+// the due timers itself. Ticks are at least minTickGap apart, so that a
+// callback that keeps setting its timer in the past does not spin the
+// worker.
 func (w *worker) tickDue() (next time.Time, ticked bool, err error) {
 	if !w.t.HasTimers() {
 		return time.Time{}, false, nil
 	}
-	next, ok, err := w.t.NextWallDue()
+	due, err := w.t.TimersDue()
 	if err != nil {
 		return time.Time{}, false, &txnError{fmt.Errorf("runner: task %d: reading its timers: %w", w.t.Partition(), err)}
 	}
-	if !ok {
-		return time.Time{}, false, nil
+	if due {
+		next = time.Now()
+	} else {
+		var ok bool
+		next, ok, err = w.t.NextWallDue()
+		if err != nil {
+			return time.Time{}, false, &txnError{fmt.Errorf("runner: task %d: reading its timers: %w", w.t.Partition(), err)}
+		}
+		if !ok {
+			return time.Time{}, false, nil
+		}
 	}
 	if gap := w.lastTick.Add(minTickGap); next.Before(gap) {
 		next = gap

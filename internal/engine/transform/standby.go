@@ -37,12 +37,6 @@ func (rn *run) startStandbys(src standbyAssignment) error {
 	if c.StandbyReplicas == 0 || !task.KeepsState(rn.proc) {
 		return nil
 	}
-	if !rn.proc.Stateful() {
-		// A standby keeps the default store with the others.
-		c.Logger.Warn("runner: StandbyReplicas is set, but the transformer keeps no per-key state beside its named stores: no standby replicas are kept",
-			"standby_replicas", c.StandbyReplicas)
-		return nil
-	}
 	var stores []standby.Store
 	for _, s := range rn.storeSpecs {
 		stores = append(stores, standby.Store{Name: s.name, Topic: s.topic, Timers: s.timers})
@@ -52,9 +46,13 @@ func (rn *run) startStandbys(src standbyAssignment) error {
 			"standby_replicas", c.StandbyReplicas)
 		return nil
 	}
+	def := rn.changelog
+	if !rn.proc.Stateful() {
+		def = "" // named stores or timers only
+	}
 	mgr, err := standby.New(standby.Config{
 		ApplicationID:      c.ApplicationID,
-		Changelog:          rn.changelog,
+		Changelog:          def,
 		StateDir:           c.StateDir,
 		Admin:              rn.adm,
 		KafkaOpts:          rn.base,
@@ -126,10 +124,12 @@ func (rn *run) closeStandbys() error {
 	return nil
 }
 
-// changelogOffsets returns, per task whose store this instance holds open,
-// the changelog offset the store reflects (its checkpoint; with named
-// stores or timers, the sum over the task's stores, as
-// standby.Manager.Offsets): the running tasks' and the standby replicas'. A member reports it to the group's
+// changelogOffsets returns, per task whose stores this instance holds
+// open, the changelog offset the stores reflect (their checkpoints'
+// offsets summed over the task's default, named and timer stores, as
+// standby.Manager.Offsets; a task with a default store counts once that
+// one has a checkpoint, one without once any has): the running tasks'
+// and the standby replicas'. A member reports it to the group's
 // balancer, which gives a task that must move to the member that is
 // furthest ahead in it (the shortest restore). Safe to call from any
 // goroutine while Run runs.
@@ -140,12 +140,14 @@ func (rn *run) changelogOffsets() map[int32]int64 {
 	}
 	rn.qmu.RLock()
 	for n, st := range rn.stores {
-		if st == nil {
-			continue
-		}
-		next, ok := st.Next()
-		if !ok {
-			continue
+		var next int64
+		held := false
+		if st != nil {
+			var ok bool
+			if next, ok = st.Next(); !ok {
+				continue
+			}
+			held = true
 		}
 		// Summed over the task's stores, as the standbys report theirs.
 		for _, named := range rn.named[n] {
@@ -154,9 +156,12 @@ func (rn *run) changelogOffsets() map[int32]int64 {
 			}
 			if o, ok := named.Next(); ok {
 				next += o
+				held = true
 			}
 		}
-		out[n] = next
+		if held {
+			out[n] = next
+		}
 	}
 	rn.qmu.RUnlock()
 	return out
