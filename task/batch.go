@@ -57,7 +57,8 @@ func (b *Batch) StateWrites() int { return len(b.writes) + len(b.named) + len(b.
 func (b *Batch) Fired() int { return b.fired }
 
 // MoreDue reports that timers due by the batch's end were left for later
-// batches (the bound batch.DefaultMaxTimers): Tick again at once.
+// batches (a batch fires at most 10,000 timers of keys without records):
+// Tick again at once.
 // Task.TimersDue also finds them (and a timer a callback set again in the
 // past, which fires in the next batch).
 func (b *Batch) MoreDue() bool { return b.moreDue }

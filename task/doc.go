@@ -40,7 +40,7 @@
 // # Named stores and timers
 //
 // A process.Stores processor has, beside the default store (changelog
-// Config.Changelog, directory config.StoreDir), a store per named store
+// Config.Changelog, directory store.Dir), a store per named store
 // (changelog.StoreTopic, store.NamedDir) and, when it sets timers, the
 // timer store TimersStore (changelog.TimersTopic). Restore restores each
 // from its own changelog after the fence; each keeps its own checkpoint.
