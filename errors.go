@@ -20,10 +20,8 @@ const (
 	CodeNoBrokers Code = "NO_BROKERS"
 	// CodeNoInputTopics: a transformer was given no input topics.
 	CodeNoInputTopics Code = "NO_INPUT_TOPICS"
-	// CodeDuplicateTopic: a topic was listed twice, an output or
-	// changelog topic is also an input, or a store's changelog topic is
-	// the changelog of another application (a consumer group of that
-	// name exists).
+	// CodeDuplicateTopic: a topic was listed twice, or an output or
+	// changelog topic is also an input.
 	CodeDuplicateTopic Code = "DUPLICATE_TOPIC"
 	// CodeMissingTopic: an input or config topic, or an output topic a
 	// transformer declared (transformer.Produces) without asking to create

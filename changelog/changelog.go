@@ -37,11 +37,11 @@ func Topic(applicationID string) string { return applicationID + "-changelog" }
 // compacted topic is compacted by key, so stores sharing one would need
 // key prefixes that existing keys cannot be guaranteed to avoid.
 //
-// The names are not unique across applications: StoreTopic("a", "x") is
-// Topic("a-x"), and StoreTopic("a", "b-c") is StoreTopic("a-b", "c").
-// Run refuses to start when a store's topic is the default changelog of
-// an existing consumer group's application; the other coincidences are
-// the user's to avoid when naming applications and stores.
+// The names are not unique across applications, as in Kafka Streams:
+// StoreTopic("a", "x") is Topic("a-x"), and StoreTopic("a", "b-c") is
+// StoreTopic("a-b", "c"). Two applications whose names meet this way share
+// a topic and corrupt each other's state; choose application ids and
+// store names that do not.
 func StoreTopic(applicationID, name string) string {
 	return applicationID + "-" + name + "-changelog"
 }

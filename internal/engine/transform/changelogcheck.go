@@ -73,31 +73,3 @@ func topicExists(ctx context.Context, adm *kadm.Client, topic string) (bool, err
 	d, ok := details[topic]
 	return ok && d.Err == nil, nil
 }
-
-// requireStoreTopicsFree refuses to start when the changelog topic of one
-// of the stages's stores (changelog.StoreTopic(app, name), the timer
-// store's among them) is also the default changelog of another
-// application: {app}-{name}-changelog is changelog.Topic("{app}-{name}"),
-// and a consumer group of that name says such an application exists.
-// Both would write their state to the one topic. (That a store topic of
-// another application, or its store topic and this default changelog,
-// coincide cannot be told from the cluster: those names are left to the
-// user, see changelog.StoreTopic.)
-func requireStoreTopicsFree(ctx context.Context, adm *kadm.Client, app string, stores []storeTopic) error {
-	if len(stores) == 0 {
-		return nil
-	}
-	groups, err := adm.ListGroups(ctx)
-	if err != nil {
-		return fmt.Errorf("runner: listing groups to check the store changelogs of %s: %w", app, err)
-	}
-	for _, s := range stores {
-		other := app + "-" + s.name
-		if slices.Contains(groups.Groups(), other) {
-			return flechtwerk.Errorf(flechtwerk.CodeDuplicateTopic, "store "+s.name,
-				"its changelog topic %s is also the changelog of application %s (a consumer group of that name exists): "+
-					"both would keep their state in it; rename the store or one of the applications", s.topic, other)
-		}
-	}
-	return nil
-}

@@ -100,11 +100,6 @@ func Run(ctx context.Context, p Params) error {
 			return err
 		}
 	}
-	if err := startupRetry(ctx, c, "checking the changelogs of the stores", func() error {
-		return requireStoreTopicsFree(ctx, adm, c.ApplicationID, storeTopics)
-	}); err != nil {
-		return err
-	}
 	for _, s := range storeTopics {
 		// Created like the default changelog, or checked to have the
 		// inputs' partitions. A store added to an existing application
