@@ -498,7 +498,8 @@ func (s *Store[V]) Get(out Sender, key []byte) (V, bool, error) {
 }
 
 // Put sets the value of key in the store (and rearms its StoreTTL). An
-// encode error fails the call.
+// encode error, or an empty key (a compacted changelog refuses records
+// without a key), fails the call.
 func (s *Store[V]) Put(out Sender, key []byte, v V) error {
 	o := out.outputs()
 	c, err := callOf(o, "store "+s.base.name)
@@ -507,6 +508,9 @@ func (s *Store[V]) Put(out Sender, key []byte, v V) error {
 	}
 	i, err := c.storeIndex(o, &s.base)
 	if err != nil {
+		return err
+	}
+	if err := s.base.checkKey(o, key); err != nil {
 		return err
 	}
 	b, err := s.codec.Encode(v)
@@ -521,7 +525,7 @@ func (s *Store[V]) Put(out Sender, key []byte, v V) error {
 }
 
 // Delete removes key from the store (a tombstone on its changelog) and
-// disarms its StoreTTL. Misuse (see Get) fails the call.
+// disarms its StoreTTL. Misuse (see Get) and an empty key fail the call.
 func (s *Store[V]) Delete(out Sender, key []byte) {
 	o := out.outputs()
 	c, err := callOf(o, "store "+s.base.name)
@@ -532,7 +536,21 @@ func (s *Store[V]) Delete(out Sender, key []byte) {
 	if err != nil {
 		return
 	}
+	if s.base.checkKey(o, key) != nil {
+		return
+	}
 	c.write(i, key, nil, true)
+}
+
+// checkKey fails the call when key is empty: the store's changelog is
+// compacted, and Kafka refuses a record without a key there, which would
+// fail every commit of the record's transaction.
+func (b *storeBase) checkKey(o *Outputs, key []byte) error {
+	if len(key) > 0 {
+		return nil
+	}
+	return o.fail(flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "store "+b.name,
+		"a write with an empty key; a store key must not be empty (its compacted changelog refuses records without a key)"))
 }
 
 // Range calls fn for the keys k of the store with lo <= k < hi (hi nil:

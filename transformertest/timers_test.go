@@ -308,6 +308,32 @@ func TestTimerMisuseFailsTheCall(t *testing.T) {
 	}
 }
 
+// TestEmptyStoreKeyFailsTheCall: a write of an empty store key (a
+// keyless record's key, in a stateless stage) fails the call with a coded
+// error instead of reaching the compacted changelog, which refuses it.
+func TestEmptyStoreKeyFailsTheCall(t *testing.T) {
+	names := transformer.NewStore[string]("names", transformer.String())
+	for _, tc := range []struct {
+		name  string
+		write func(out *transformer.Outputs, key []byte) error
+	}{
+		{"put", func(out *transformer.Outputs, key []byte) error { return names.Put(out, key, "v") }},
+		{"delete", func(out *transformer.Outputs, key []byte) error { names.Delete(out, key); return nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := transformertest.New(transformer.Stateless(func(_ context.Context, rec *transformer.Record, out *transformer.Outputs) error {
+				return tc.write(out, rec.Key)
+			}, transformer.Stores(names)))
+			require.NoError(t, err)
+			in := transformertest.Input{Topic: "in", Value: []byte("v"), Timestamp: t0}
+			_, err = d.Process(context.Background(), in)
+			require.ErrorIs(t, err, flechtwerk.ErrInvalidTransformer)
+			require.ErrorContains(t, err, "empty key")
+			require.Empty(t, d.Batches(), "nothing commits")
+		})
+	}
+}
+
 func TestTimerCallbackErrorCommitsNothing(t *testing.T) {
 	boom := errors.New("boom")
 	fail := true
