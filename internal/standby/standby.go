@@ -615,8 +615,9 @@ func (m *Manager) Tasks() []int32 {
 // members for one task monotone: more of any store's changelog applied,
 // a larger sum.
 func (m *Manager) Offsets() map[int32]int64 {
-	out := make(map[int32]int64, len(m.reps))
-	for n, offs := range m.StoreOffsets() {
+	all := m.StoreOffsets() // m.reps only under m.mu
+	out := make(map[int32]int64, len(all))
+	for n, offs := range all {
 		if _, ok := offs[m.stores[0].Topic]; !ok && m.cfg.Changelog != "" {
 			continue
 		}
