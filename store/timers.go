@@ -357,3 +357,38 @@ func (s *Store) loadStreamTime() error {
 	s.streamTime, s.hasStreamTime = ms, true
 	return nil
 }
+
+// KeyTimers calls fn for every timer of stateKey in the store, in
+// ascending order of name, until fn returns false or an error, which
+// KeyTimers returns. The store must have been opened with
+// Options.Timers. Cost: one seek plus the key's timers, however many
+// timers are due. It may run concurrently with Due, Get and Scan.
+func (s *Store) KeyTimers(stateKey []byte, fn func(name string, kind uint8, due int64) (bool, error)) error {
+	if !s.timers {
+		return fmt.Errorf("store: KeyTimers on %s, which is not a timer store", s.dir)
+	}
+	prefix := TimerKey(stateKey, "")
+	// The prefix's length byte(s) come first and stateKey is non-empty,
+	// so no other state key's timers and no StreamTimeKey share it.
+	return s.Scan(prefix, prefixEnd(prefix), func(k, v []byte) (bool, error) {
+		_, name, ok := DecodeTimerKey(k)
+		kind, due, okv := DecodeTimerValue(v)
+		if !ok || !okv {
+			return false, fmt.Errorf("store: timer record %q in %s: not a timer (value of %d bytes)", k, s.dir, len(v))
+		}
+		return fn(name, kind, due)
+	})
+}
+
+// prefixEnd is the least key greater than every key starting with p (nil:
+// none).
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}

@@ -459,3 +459,36 @@ func TestDueWhileApplying(t *testing.T) {
 	require.NoError(t, <-walkers)
 	require.Equal(t, []timerEntry{{eventTime, 1, fmt.Sprintf("k%d", n-1), "t"}}, dueAll(t, st, eventTime, math.MaxInt64))
 }
+
+// TestKeyTimers: KeyTimers lists a key's timers only, by name: not those
+// of a key it prefixes or of a key of another length, nor the
+// stream-time record.
+func TestKeyTimers(t *testing.T) {
+	st := openTimers(t, t.TempDir())
+	defer st.Close()
+	long := bytes.Repeat([]byte("a"), 200) // a two-byte length prefix
+	require.NoError(t, st.ApplyThrough([]store.Write{
+		{Key: store.TimerKey([]byte("a"), "u"), Value: store.TimerValue(wallClock, 7)},
+		{Key: store.TimerKey([]byte("a"), "t"), Value: store.TimerValue(eventTime, 10)},
+		{Key: store.TimerKey([]byte("ab"), "t"), Value: store.TimerValue(eventTime, 11)},
+		{Key: store.TimerKey([]byte("b"), "t"), Value: store.TimerValue(eventTime, 12)},
+		{Key: store.TimerKey(long, "t"), Value: store.TimerValue(eventTime, 13)},
+		{Key: store.StreamTimeKey, Value: store.StreamTimeValue(99)},
+	}, 6))
+	list := func(key []byte) []string {
+		var got []string
+		require.NoError(t, st.KeyTimers(key, func(name string, kind uint8, due int64) (bool, error) {
+			got = append(got, fmt.Sprintf("%s/%d@%d", name, kind, due))
+			return true, nil
+		}))
+		return got
+	}
+	require.Equal(t, []string{fmt.Sprintf("t/%d@10", eventTime), fmt.Sprintf("u/%d@7", wallClock)}, list([]byte("a")))
+	require.Equal(t, []string{fmt.Sprintf("t/%d@11", eventTime)}, list([]byte("ab")))
+	require.Equal(t, []string{fmt.Sprintf("t/%d@13", eventTime)}, list(long))
+	require.Empty(t, list([]byte("c")))
+	require.Empty(t, list(long[:199]))
+
+	stop := errors.New("stop")
+	require.ErrorIs(t, st.KeyTimers([]byte("a"), func(string, uint8, int64) (bool, error) { return false, stop }), stop)
+}

@@ -101,7 +101,7 @@ func (t *Task) run(ctx context.Context, recs []*kgo.Record, sem chan struct{}) (
 	if t.sp != nil {
 		p.View = &view{t: t, stream: t.stream, now: time.Now()}
 		if t.timers != nil {
-			p.Due = t.due
+			p.Due, p.KeyTimers = t.due, t.keyTimers()
 		}
 	}
 	res, err := batch.Run(ctx, p, recs)

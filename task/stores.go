@@ -286,6 +286,53 @@ func scanMerged(st *store.Store, ov *overlay, lo, hi []byte, fn func(key, value 
 	return nil
 }
 
+// byKey returns the overlay's operations by state key.
+func (o *timerOverlay) byKey() map[string][]process.TimerOp {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	m := make(map[string][]process.TimerOp)
+	for _, op := range o.m {
+		m[string(op.Key)] = append(m[string(op.Key)], op)
+	}
+	return m
+}
+
+// keyTimers returns a batch.Params.KeyTimers: every timer of a key, of
+// the timer store and the open transaction (open, by state key, made at
+// the first call: the overlay does not change while a batch runs).
+func (t *Task) keyTimers() func(key []byte, fn func(process.Timer) error) error {
+	var open map[string][]process.TimerOp
+	return func(key []byte, fn func(process.Timer) error) error {
+		if !t.enter() {
+			return ErrClosed
+		}
+		defer t.leave()
+		ov := t.open.timers
+		if open == nil {
+			open = ov.byKey()
+		}
+		if t.timers != nil {
+			err := t.timers.KeyTimers(key, func(name string, kind uint8, due int64) (bool, error) {
+				if _, ok := ov.m[string(store.TimerKey(key, name))]; ok {
+					return true, nil // replaced or cancelled by the open transaction
+				}
+				return true, fn(process.Timer{Key: key, Name: name, Kind: process.TimeKind(kind), Due: due})
+			})
+			if err != nil {
+				return err
+			}
+		}
+		for _, op := range open[string(key)] {
+			if !op.Cancel {
+				if err := fn(op.Timer); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+}
+
 // due calls fn for every timer of kind due at or before upTo, of the timer
 // store and the open transaction, in ascending order of due time, state
 // key and name (store.CompareDue), until fn returns false or an error.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -191,4 +192,38 @@ func TestViewScanInPasses(t *testing.T) {
 	}
 	close(release)
 	require.ErrorIs(t, <-done, ErrClosed, "the next pass finds the task closed")
+}
+
+// TestKeyTimersMergesOverlay: a key's timers are the committed ones
+// under the open transaction's: a replaced one at its new due, a
+// cancelled one gone, a new one added, other keys' left out.
+func TestKeyTimersMergesOverlay(t *testing.T) {
+	tk := testTask(t)
+	timer := func(key, name string, due int64) store.Write {
+		return store.Write{Key: store.TimerKey([]byte(key), name), Value: store.TimerValue(uint8(process.EventTime), due)}
+	}
+	require.NoError(t, tk.timers.Apply([]store.Write{timer("a", "t", 10), timer("a", "u", 20), timer("a", "v", 30), timer("b", "t", 5)}))
+	set := func(key, name string, kind process.TimeKind, due int64) process.TimerOp {
+		return process.TimerOp{Timer: process.Timer{Key: []byte(key), Name: name, Kind: kind, Due: due}}
+	}
+	tk.open.timers.put(set("a", "t", process.EventTime, 50))                                             // moved
+	tk.open.timers.put(process.TimerOp{Timer: process.Timer{Key: []byte("a"), Name: "u"}, Cancel: true}) // cancelled
+	tk.open.timers.put(set("a", "w", process.WallClock, 7))                                              // new
+	tk.open.timers.put(set("b", "u", process.EventTime, 1))                                              // another key
+	list := tk.keyTimers()
+	collect := func(key string) []string {
+		var got []string
+		require.NoError(t, list([]byte(key), func(tm process.Timer) error {
+			require.Equal(t, key, string(tm.Key))
+			got = append(got, fmt.Sprintf("%s/%d@%d", tm.Name, tm.Kind, tm.Due))
+			return nil
+		}))
+		slices.Sort(got)
+		return got
+	}
+	require.Equal(t, []string{
+		fmt.Sprintf("t/%d@50", process.EventTime), fmt.Sprintf("v/%d@30", process.EventTime), fmt.Sprintf("w/%d@7", process.WallClock),
+	}, collect("a"))
+	require.Equal(t, []string{fmt.Sprintf("t/%d@5", process.EventTime), fmt.Sprintf("u/%d@1", process.EventTime)}, collect("b"))
+	require.Empty(t, collect("c"))
 }

@@ -68,10 +68,16 @@ type Params struct {
 	// timeouts. The keys of the batch's records keep all their due
 	// timers, so their firing stays interleaved with their records. The
 	// timers left over, the latest due, fire in later batches; the
-	// Result says so (MoreDue). Reading them still costs a pass over the
-	// due timers (Due) in a batch with records; a batch without records
-	// stops reading at the bound.
+	// Result says so (MoreDue). Due stops reading at the bound; when it
+	// stopped, the due timers of each key with records are read with
+	// KeyTimers (without KeyTimers, Due reads on through every due timer
+	// in a batch with records).
 	MaxTimers int
+	// KeyTimers calls fn for every timer of key, committed or set by the
+	// open transaction (the open transaction's operations replacing the
+	// committed ones), in any order. Optional. Run calls it, one call at
+	// a time, before any bucket runs.
+	KeyTimers func(key []byte, fn func(t process.Timer) error) error
 
 	// sx is the batch's stores and timers, set by Run for a
 	// process.Stores processor (nil: a plain Processor, run without any

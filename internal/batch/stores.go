@@ -27,6 +27,7 @@ type storesBatch struct {
 	sp        process.Stores
 	view      process.State
 	due       func(kind process.TimeKind, upTo int64, fn func(t process.Timer) (bool, error)) error
+	keyTimers func(key []byte, fn func(t process.Timer) error) error
 	name      string
 	partition int32
 	// xs are the buckets' own parts, read-only once the buckets run.
@@ -41,7 +42,7 @@ type storesBatch struct {
 }
 
 func newStoresBatch(p Params, sp process.Stores, ordered []*kgo.Record) *storesBatch {
-	sx := &storesBatch{sp: sp, view: p.View, due: p.Due, name: p.Name, partition: p.Partition, xs: make(map[*bucket]*storesBucket),
+	sx := &storesBatch{sp: sp, view: p.View, due: p.Due, keyTimers: p.KeyTimers, name: p.Name, partition: p.Partition, xs: make(map[*bucket]*storesBucket),
 		before: p.View.StreamTime(), now: p.View.Now(), at: make([]int64, len(ordered))}
 	sx.nowMs = sx.now.UnixMilli()
 	st := sx.before
@@ -65,7 +66,9 @@ func (sx *storesBatch) streamBefore(i int) int64 {
 // their keys, adding a bucket (after the record buckets, ordered by their
 // first due timer) for a key without records. Of the timers of keys
 // without records it takes the first limit (see Params.MaxTimers), in due
-// order per kind (event time first); more reports that it left some.
+// order per kind (event time first); more reports that it left some. The
+// keys with records get all their due timers: from the walk while it
+// covers every due timer, else read per key (keyTimers).
 func (sx *storesBatch) collectDue(byKey map[string]*bucket, buckets []*bucket, limit int) (_ []*bucket, more bool, _ error) {
 	if !sx.sp.Timers() || sx.due == nil {
 		return buckets, false, nil
@@ -82,9 +85,9 @@ func (sx *storesBatch) collectDue(byKey map[string]*bucket, buckets []*bucket, l
 		if bk == nil || len(sx.xs[bk].pos) == 0 {
 			if limit > 0 && taken >= limit {
 				more = true
-				// The record buckets' timers may come later; without
-				// records, stop here.
-				return len(buckets) > 0, nil
+				// The record buckets' timers may come later: read
+				// them per key below, or walk on without keyTimers.
+				return len(buckets) > 0 && sx.keyTimers == nil, nil
 			}
 			taken++
 		}
@@ -105,6 +108,22 @@ func (sx *storesBatch) collectDue(byKey map[string]*bucket, buckets []*bucket, l
 	}
 	if err := sx.due(process.WallClock, sx.nowMs, collect); err != nil {
 		return nil, false, fmt.Errorf("%s: reading due timers: %w", sx.name, err)
+	}
+	if more && sx.keyTimers != nil {
+		for _, bk := range buckets {
+			x := sx.xs[bk]
+			x.due = x.due[:0]
+			err := sx.keyTimers(bk.key, func(t process.Timer) error {
+				if (t.Kind == process.EventTime && t.Due <= sx.end) || (t.Kind == process.WallClock && t.Due <= sx.nowMs) {
+					t.Key = bk.key
+					x.due = append(x.due, t)
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, false, fmt.Errorf("%s: reading the timers of key %q: %w", sx.name, bk.key, err)
+			}
+		}
 	}
 	slices.SortStableFunc(only, func(a, b *bucket) int {
 		if c := cmp.Compare(sx.xs[a].first, sx.xs[b].first); c != 0 {

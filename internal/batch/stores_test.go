@@ -77,6 +77,17 @@ func (v *memView) Due(kind process.TimeKind, upTo int64, fn func(process.Timer) 
 	return nil
 }
 
+func (v *memView) KeyTimers(key []byte, fn func(process.Timer) error) error {
+	for _, t := range v.timers {
+		if bytes.Equal(t.Key, key) {
+			if err := fn(t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // scripted is a process.Stores whose record and timer calls are functions
 // of the test; every call is logged as "key:what@streamTime".
 type scripted struct {
@@ -458,4 +469,53 @@ func TestRunTimerOutputsAndErrors(t *testing.T) {
 		_, err := batch.Run(context.Background(), p, []*kgo.Record{trec(0, "a", "1", 1)})
 		require.ErrorContains(t, err, "Params.View")
 	})
+}
+
+// TestRunTimersBacklogStopsAtBound: with more due timers of keys without
+// records than MaxTimers, the walk of the due timers stops at the bound
+// when the keys with records can be read per key (KeyTimers): a record
+// key's timer due after the backlog still fires, interleaved before its
+// record, as when the walk reads on through the whole backlog.
+func TestRunTimersBacklogStopsAtBound(t *testing.T) {
+	var timers []process.Timer
+	for i := range 20 {
+		timers = append(timers, timer(fmt.Sprintf("k%02d", i), "t", process.EventTime, int64(1+i)))
+	}
+	timers = append(timers, timer("r", "t", process.EventTime, 24), timer("r", "later", process.EventTime, 26))
+	for _, perKey := range []bool{true, false} {
+		t.Run(fmt.Sprintf("KeyTimers=%v", perKey), func(t *testing.T) {
+			sp := &scripted{}
+			v := &memView{timers: timers, stream: 25, now: time.UnixMilli(0)}
+			p := storesParams(sp, v)
+			p.MaxTimers = 3
+			visited := 0
+			p.Due = func(kind process.TimeKind, upTo int64, fn func(process.Timer) (bool, error)) error {
+				return v.Due(kind, upTo, func(tm process.Timer) (bool, error) {
+					visited++
+					return fn(tm)
+				})
+			}
+			if perKey {
+				p.KeyTimers = v.KeyTimers
+			}
+			res, err := batch.Run(context.Background(), p, []*kgo.Record{trec(0, "r", "x", 30)})
+			require.NoError(t, err)
+			require.Equal(t, []string{"r:fire t@25", "r:rec x@30", "r:fire later@30"}, sp.byKey("r"))
+			for i := range 20 {
+				k := fmt.Sprintf("k%02d", i)
+				if i < 3 {
+					require.Equal(t, []string{k + ":fire t@30"}, sp.byKey(k))
+				} else {
+					require.Empty(t, sp.byKey(k), "beyond the bound")
+				}
+			}
+			require.Equal(t, 5, res.Fired)
+			require.True(t, res.MoreDue)
+			if perKey {
+				require.Equal(t, 4, visited, "the bound, and the entry that stopped the walk")
+			} else {
+				require.Equal(t, len(timers), visited, "the whole backlog")
+			}
+		})
+	}
 }
