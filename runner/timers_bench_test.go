@@ -19,19 +19,22 @@ var (
 	timerBenchRecords = flag.Int("timers-records", 100_000, "records per run of BenchmarkTimersThroughput")
 	timerBenchKeys    = flag.Int("timers-keys", 10_000, "keys of BenchmarkTimersThroughput")
 	timerBenchCommit  = flag.Duration("timers-commit-interval", 0, "commit interval of BenchmarkTimersThroughput (0: the default)")
+	timerBenchVariant = flag.String("timers-variant", "both", "what the timed transformer of BenchmarkTimersThroughput does: both (a timer re-armed by every record, and StateTTL), timer (the timer only), ttl (StateTTL only), once (a timer set when a key is new, and StateTTL)")
 )
 
-// benchCounter counts per key and emits the count; with timers it also
-// sets the key's event-time timer an hour after each record (a timer per
-// key, replaced by every record) and expires the state after an hour of
-// event time (StateTTL): the bookkeeping of both is paid on every record,
-// and nothing fires.
-func benchCounter(out string, timers bool) *transformer.Stage[int] {
+// benchCounter counts per key and emits the count. With timers, by
+// variant (-timers-variant): "both" sets the key's event-time timer an
+// hour after each record (a timer per key, replaced by every record) and
+// expires the state after an hour of event time (StateTTL); "timer" and
+// "ttl" do one of the two; "once" sets the timer only when the key is new,
+// with StateTTL. The bookkeeping is paid on every record, and nothing
+// fires.
+func benchCounter(out string, timers bool, variant string) *transformer.Stage[int] {
 	fn := func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
 		n++
 		e.SetState(n)
 		e.Send(out, rec.Key, fmt.Appendf(nil, "%d", n))
-		if timers {
+		if timers && (variant == "both" || variant == "timer" || variant == "once" && n == 1) {
 			e.SetTimer("t", rec.Timestamp.Add(time.Hour))
 		}
 		return nil
@@ -39,8 +42,13 @@ func benchCounter(out string, timers bool) *transformer.Stage[int] {
 	if !timers {
 		return transformer.New(fn)
 	}
-	return transformer.New(fn, transformer.StateTTL(time.Hour, transformer.EventTime),
-		transformer.OnTimer(func(context.Context, transformer.Timer, int, *transformer.Emitter[int]) error { return nil }))
+	opts := []transformer.Opt{
+		transformer.OnTimer(func(context.Context, transformer.Timer, int, *transformer.Emitter[int]) error { return nil }),
+	}
+	if variant != "timer" {
+		opts = append(opts, transformer.StateTTL(time.Hour, transformer.EventTime))
+	}
+	return transformer.New(fn, opts...)
 }
 
 // BenchmarkTimersThroughput measures, in one run, the records/s of a
@@ -50,10 +58,14 @@ func benchCounter(out string, timers bool) *transformer.Stage[int] {
 // records of -timers-keys keys on two partitions. The rate is taken from
 // the first commit to the last (start-up excluded). It reports both rates
 // and their ratio (target >= 0.8). Set KAFKA_BROKERS for a real broker;
-// -timers-commit-interval sets the commit interval of both.
+// -timers-commit-interval sets the commit interval of both;
+// -timers-variant what the timed transformer does (benchCounter).
 //
 //	go test ./runner/ -run '^$' -bench BenchmarkTimersThroughput -benchtime 1x
 func BenchmarkTimersThroughput(b *testing.B) {
+	if v := *timerBenchVariant; !slices.Contains([]string{"both", "timer", "ttl", "once"}, v) {
+		b.Fatalf("-timers-variant %q: want both, timer, ttl or once", v)
+	}
 	for range b.N {
 		c := kafkatest.New(b)
 		in := kafkatest.Name("in")
@@ -80,8 +92,8 @@ func BenchmarkTimersThroughput(b *testing.B) {
 		b.ReportMetric(plain, "plain-records/s")
 		b.ReportMetric(timed, "timers-records/s")
 		b.ReportMetric(timed/plain, "ratio")
-		fmt.Printf("timers bench (%s, %d records of %d keys, 2 partitions): without timers %.0f records/s %v, with a timer per key and StateTTL %.0f records/s %v: ratio %.2f\n",
-			c.Kind(), n, keys, plain, rates[0], timed, rates[1], timed/plain)
+		fmt.Printf("timers bench (%s, %d records of %d keys, 2 partitions, variant %s): without timers %.0f records/s %v, with them %.0f records/s %v: ratio %.2f\n",
+			c.Kind(), n, keys, *timerBenchVariant, plain, rates[0], timed, rates[1], timed/plain)
 	}
 }
 
@@ -96,7 +108,7 @@ func timersRate(b *testing.B, c *kafkatest.Cluster, in string, n int, timers boo
 	if *timerBenchCommit > 0 {
 		opts = append(opts, CommitInterval(*timerBenchCommit))
 	}
-	r, err := NewTransformer(benchCounter(out, timers), opts...)
+	r, err := NewTransformer(benchCounter(out, timers, *timerBenchVariant), opts...)
 	require.NoError(b, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -111,3 +111,36 @@ func BenchmarkDueSweep(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTimerCommit measures what a task's commit costs a timer store
+// when every key re-arms its timers: per op, one ApplyThrough that moves
+// the two timers (a user timer and a TTL timer) of each of 5,000 keys,
+// of a store of 10,000 keys, later, as BenchmarkTimersThroughput (runner)
+// does with each commit. It reports ns per moved timer.
+func BenchmarkTimerCommit(b *testing.B) {
+	const keys, perCommit = 10_000, 5_000
+	st := openTimers(b, b.TempDir())
+	defer st.Close()
+	tk := make([][2][]byte, keys)
+	for i := range keys {
+		k := fmt.Appendf(nil, "key-%d", i)
+		tk[i] = [2][]byte{store.TimerKey(k, "t"), store.TimerKey(k, "\x00ttl")}
+	}
+	ws := make([]store.Write, 0, 2*perCommit)
+	next := int64(0)
+	b.ResetTimer()
+	for n := range b.N {
+		ws = ws[:0]
+		for j := range perCommit {
+			i := (n*perCommit + j*7919) % keys
+			due := int64(n*perCommit + j + 3_600_000)
+			ws = append(ws, store.Write{Key: tk[i][0], Value: store.TimerValue(eventTime, due)},
+				store.Write{Key: tk[i][1], Value: store.TimerValue(eventTime, due)})
+		}
+		next += int64(len(ws))
+		if err := st.ApplyThrough(ws, next); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*2*perCommit), "ns/timer")
+}
