@@ -54,6 +54,12 @@ func newStoresBatch(p Params, sp process.Stores, ordered []*kgo.Record) *storesB
 	return sx
 }
 
+// dueBy reports whether t is due by the batch's end: event time by its
+// stream time after the last record, wall clock by its Now.
+func (sx *storesBatch) dueBy(t process.Timer) bool {
+	return (t.Kind == process.EventTime && t.Due <= sx.end) || (t.Kind == process.WallClock && t.Due <= sx.nowMs)
+}
+
 // streamBefore is the stream time just before ordered record i.
 func (sx *storesBatch) streamBefore(i int) int64 {
 	if i == 0 {
@@ -114,7 +120,7 @@ func (sx *storesBatch) collectDue(byKey map[string]*bucket, buckets []*bucket, l
 			x := sx.xs[bk]
 			x.due = x.due[:0]
 			err := sx.keyTimers(bk.key, func(t process.Timer) error {
-				if (t.Kind == process.EventTime && t.Due <= sx.end) || (t.Kind == process.WallClock && t.Due <= sx.nowMs) {
+				if sx.dueBy(t) {
 					t.Key = bk.key
 					x.due = append(x.due, t)
 				}
@@ -163,13 +169,12 @@ func (sx *storesBatch) merge(res *Result, buckets []*bucket) {
 			}
 		}
 	}
-	var (
-		writes []process.StoreWrite
-		timers []process.TimerOp
-	)
-	for _, bk := range buckets {
+	// Void expiries first, then the last write and timer operation of
+	// each, walking the buckets and their lists backwards.
+	voids := make([]voided, len(buckets))
+	for b, bk := range buckets {
 		x := sx.xs[bk]
-		var voidW, voidT, voidF map[int]bool
+		v := &voids[b]
 		for _, ex := range x.expiries {
 			lost := false
 			for _, w := range x.writes[ex.w:ex.wEnd] {
@@ -180,52 +185,63 @@ func (sx *storesBatch) merge(res *Result, buckets []*bucket) {
 			if !lost {
 				continue
 			}
-			if voidW == nil {
-				voidW, voidT, voidF = map[int]bool{}, map[int]bool{}, map[int]bool{}
+			if v.w == nil {
+				v.w, v.t, v.f = map[int]bool{}, map[int]bool{}, map[int]bool{}
 			}
 			for i := ex.w; i < ex.wEnd; i++ {
-				voidW[i] = true
+				v.w[i] = true
 			}
-			voidT[ex.cancel], voidF[ex.fired] = true, true
+			v.t[ex.cancel], v.f[ex.fired] = true, true
 		}
-		res.Fired += x.fired - len(voidF)
+		res.Fired += x.fired - len(v.f)
 		for i, t := range x.firedTimers {
-			if !voidF[i] {
+			if !v.f[i] {
 				res.FiredTimers = append(res.FiredTimers, t)
 			}
 		}
-		for i, w := range x.writes {
-			if !voidW[i] {
-				writes = append(writes, w)
-			}
-		}
-		for i, op := range x.timers {
-			if !voidT[i] {
-				timers = append(timers, op)
-			}
-		}
 	}
-	seenW := make(map[wkey]struct{}, len(writes))
-	for i := len(writes) - 1; i >= 0; i-- {
-		k := wkey{writes[i].Store, string(writes[i].Key)}
-		if _, ok := seenW[k]; ok {
-			continue
+	var seenW map[wkey]struct{}
+	type tkey struct{ key, name string }
+	var seenT map[tkey]struct{}
+	for b := len(buckets) - 1; b >= 0; b-- {
+		x, v := sx.xs[buckets[b]], &voids[b]
+		for i := len(x.writes) - 1; i >= 0; i-- {
+			if v.w[i] {
+				continue
+			}
+			k := wkey{x.writes[i].Store, string(x.writes[i].Key)}
+			if _, ok := seenW[k]; ok {
+				continue
+			}
+			if seenW == nil {
+				seenW = make(map[wkey]struct{})
+			}
+			seenW[k] = struct{}{}
+			res.StoreWrites = append(res.StoreWrites, x.writes[i])
 		}
-		seenW[k] = struct{}{}
-		res.StoreWrites = append(res.StoreWrites, writes[i])
+		for i := len(x.timers) - 1; i >= 0; i-- {
+			if v.t[i] {
+				continue
+			}
+			k := tkey{string(x.timers[i].Key), x.timers[i].Name}
+			if _, ok := seenT[k]; ok {
+				continue
+			}
+			if seenT == nil {
+				seenT = make(map[tkey]struct{})
+			}
+			seenT[k] = struct{}{}
+			res.Timers = append(res.Timers, x.timers[i])
+		}
 	}
 	slices.Reverse(res.StoreWrites)
-	type tkey struct{ key, name string }
-	seenT := make(map[tkey]struct{}, len(timers))
-	for i := len(timers) - 1; i >= 0; i-- {
-		k := tkey{string(timers[i].Key), timers[i].Name}
-		if _, ok := seenT[k]; ok {
-			continue
-		}
-		seenT[k] = struct{}{}
-		res.Timers = append(res.Timers, timers[i])
-	}
 	slices.Reverse(res.Timers)
+}
+
+// voided are the indices of a bucket's writes, timer operations and
+// fired timers of expiries that lost (see merge); nil maps: none.
+type voided struct {
+	w, t, f map[int]bool
 }
 
 // storesBucket is a bucket's part of a batch of a process.Stores
@@ -238,8 +254,8 @@ type storesBucket struct {
 	// gave them; first is the earliest Due (of a bucket without records).
 	due   []process.Timer
 	first int64
-	// pending are the key's timers that may fire in this batch, by name;
-	// fired the names that fired.
+	// pending are the key's timers that may fire in this batch (due by
+	// its end), by name, nil while none; fired the names that fired.
 	pending     map[string]process.Timer
 	fired       int
 	firedTimers []process.Timer
@@ -284,9 +300,11 @@ type overVal struct {
 // the last record, those due at the batch's end.
 func runStoresBucket(ctx context.Context, p *Params, bk *bucket, stateful bool) {
 	x := p.sx.xs[bk]
-	x.pending = make(map[string]process.Timer, len(x.due))
-	for _, t := range x.due {
-		x.pending[t.Name] = t
+	if len(x.due) > 0 {
+		x.pending = make(map[string]process.Timer, len(x.due))
+		for _, t := range x.due {
+			x.pending[t.Name] = t
+		}
 	}
 	var (
 		cur   []byte
@@ -446,11 +464,14 @@ func (x *storesBucket) apply(bk *bucket, res stage.Result) {
 		if !bytes.Equal(op.Key, bk.key) {
 			continue
 		}
-		if op.Cancel {
-			delete(x.pending, op.Name)
-		} else {
-			x.pending[op.Name] = op.Timer
+		if op.Cancel || !x.sx.dueBy(op.Timer) {
+			delete(x.pending, op.Name) // nil: a no-op
+			continue
 		}
+		if x.pending == nil {
+			x.pending = make(map[string]process.Timer)
+		}
+		x.pending[op.Name] = op.Timer
 	}
 }
 
