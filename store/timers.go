@@ -360,12 +360,15 @@ func (s *Store) loadStreamTime() error {
 
 // KeyTimers calls fn for every timer of stateKey in the store, in
 // ascending order of name, until fn returns false or an error, which
-// KeyTimers returns. The store must have been opened with
+// KeyTimers returns; an empty stateKey has none. The store must have been opened with
 // Options.Timers. Cost: one seek plus the key's timers, however many
 // timers are due. It may run concurrently with Due, Get and Scan.
 func (s *Store) KeyTimers(stateKey []byte, fn func(name string, kind uint8, due int64) (bool, error)) error {
 	if !s.timers {
 		return fmt.Errorf("store: KeyTimers on %s, which is not a timer store", s.dir)
+	}
+	if len(stateKey) == 0 {
+		return nil // no timer has an empty state key
 	}
 	prefix := TimerKey(stateKey, "")
 	// The prefix's length byte(s) come first and stateKey is non-empty,

@@ -488,6 +488,8 @@ func TestKeyTimers(t *testing.T) {
 	require.Equal(t, []string{fmt.Sprintf("t/%d@13", eventTime)}, list(long))
 	require.Empty(t, list([]byte("c")))
 	require.Empty(t, list(long[:199]))
+	require.Empty(t, list(nil), "an empty key, whose prefix would be StreamTimeKey")
+	require.Empty(t, list([]byte{}))
 
 	stop := errors.New("stop")
 	require.ErrorIs(t, st.KeyTimers([]byte("a"), func(string, uint8, int64) (bool, error) { return false, stop }), stop)

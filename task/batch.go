@@ -98,9 +98,12 @@ func (t *Task) run(ctx context.Context, recs []*kgo.Record, sem chan struct{}) (
 		Tracer:      t.tracer,
 		Policy:      t.cfg.Policy,
 	}
+	// Read before Run: a batch abandoned at its timeout returns after
+	// Close, which drops the timer store.
+	stream, timers := t.stream, t.timers != nil
 	if t.sp != nil {
-		p.View = &view{t: t, stream: t.stream, now: time.Now()}
-		if t.timers != nil {
+		p.View = &view{t: t, stream: stream, now: time.Now()}
+		if timers {
 			p.Due, p.KeyTimers = t.due, t.keyTimers()
 		}
 	}
@@ -124,7 +127,7 @@ func (t *Task) run(ctx context.Context, recs []*kgo.Record, sem chan struct{}) (
 	}
 	if t.sp != nil {
 		b.named, b.timers, b.fired, b.moreDue = res.StoreWrites, res.Timers, res.Fired, res.MoreDue
-		if t.timers != nil && res.StreamTime > t.stream {
+		if timers && res.StreamTime > stream {
 			b.stream, b.advanced = res.StreamTime, true
 		}
 	}

@@ -144,11 +144,12 @@
 //     fires before the key's first record.
 //  2. After the key's last record, the timers due by the stream time after
 //     the batch, or by the batch's time, fire. The task also runs batches
-//     without records (ticks) for due timers, at least once per commit
-//     interval. A batch fires a bounded number of due timers of keys
-//     without records in it (a backlog after downtime spreads over
-//     several transactions, the earliest due first); keys with records
-//     in the batch fire all theirs.
+//     without records (ticks) while a timer is due (a wall-clock one by
+//     now, an event-time one by its stream time), at most one per 10 ms.
+//     A batch fires a bounded number of due timers of keys without
+//     records in it (a backlog after downtime spreads over several
+//     transactions, the earliest due first); keys with records in the
+//     batch fire all theirs.
 //  3. Due timers of one key fire in (Due, Name) order, whatever the clock.
 //  4. A timer set (or moved) by the key's calls whose time has passed fires
 //     at the next of these points, after the call that set it; one

@@ -617,8 +617,8 @@ func (e *storeCodecError) Unwrap() error { return (&stateCodecError{err: e.err})
 func (e *Emitter[S]) SetTimer(name string, at time.Time) { e.setTimer(name, EventTime, at) }
 
 // SetWallTimer is SetTimer for a wall-clock timer: due when the clock of
-// the machine running the task reaches at (checked at every batch and at
-// least once per commit interval).
+// the machine running the task reaches at (checked at every batch; an
+// idle task wakes for it).
 func (e *Emitter[S]) SetWallTimer(name string, at time.Time) { e.setTimer(name, WallClock, at) }
 
 // CancelTimer cancels the timer name of the call's state key, if set.
@@ -643,9 +643,13 @@ func (e *Emitter[S]) setTimer(name string, kind TimeKind, at time.Time) {
 func (e *Emitter[S]) timerCall(name, field string) *call {
 	c := e.call
 	switch {
-	case c == nil || !c.sc.callback || c.key == nil:
+	case c == nil || !c.sc.callback:
 		e.fail(flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, field,
 			"timer %q: the stage has no timer callback (give it an OnTimer method or the OnTimer option)", name))
+		return nil
+	case c.key == nil:
+		e.fail(flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, field,
+			"timer %q: a timer belongs to a state key, and a stateless stage has none", name))
 		return nil
 	case name == "" || name[0] == 0:
 		e.fail(flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, field,

@@ -386,6 +386,9 @@ func (x *storesBucket) fire(ctx context.Context, p *Params, bk *bucket, st int64
 		x.timers = append(x.timers, process.TimerOp{Timer: process.Timer{Key: bk.key, Name: t.Name, Kind: t.Kind, Due: t.Due}, Cancel: true})
 		x.stream = st
 		res, err := fireTimer(ctx, x.sx.sp, t, *cur, *found, x.view(bk, *cur, *found))
+		if err == nil {
+			err = checkTimerOps(res.Timers)
+		}
 		if err != nil {
 			bk.err = &transformer.TimerError{Partition: p.Partition, Key: bk.key, Name: t.Name, Due: time.UnixMilli(t.Due), Err: err}
 			return false
@@ -431,9 +434,29 @@ func (x *storesBucket) process(ctx context.Context, bk *bucket, in stage.Input, 
 		res, err = x.sx.sp.ProcessState(ctx, in, cur, found, x.view(bk, cur, found))
 	}()
 	if err == nil {
+		err = checkTimerOps(res.Timers)
+	}
+	if err == nil {
 		x.apply(bk, res)
 	}
 	return res, err
+}
+
+// checkTimerOps refuses a timer operation the timer store cannot hold:
+// an empty state key or name, or (for a set) a clock other than
+// EventTime and WallClock.
+func checkTimerOps(ops []process.TimerOp) error {
+	for _, op := range ops {
+		switch {
+		case len(op.Key) == 0 || op.Name == "":
+			return flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "TimerOp",
+				"timer %q of state key %q: a timer needs a non-empty state key and name", op.Name, op.Key)
+		case !op.Cancel && op.Kind != process.EventTime && op.Kind != process.WallClock:
+			return flechtwerk.Errorf(flechtwerk.CodeInvalidTransformer, "TimerOp.Kind",
+				"timer %q of state key %q: clock %d is neither EventTime nor WallClock", op.Name, op.Key, op.Kind)
+		}
+	}
+	return nil
 }
 
 // fireTimer calls the processor's Fire, recovering a panic.

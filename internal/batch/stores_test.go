@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/batch"
 	"github.com/flechtwerk/flechtwerk/task/process"
 	"github.com/flechtwerk/flechtwerk/transformer"
@@ -518,4 +519,52 @@ func TestRunTimersBacklogStopsAtBound(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRunRefusesBadTimerOps: a timer operation of a record's call or a
+// timer's callback with a clock other than EventTime and WallClock, an
+// empty state key or an empty name fails the batch with
+// INVALID_TRANSFORMER; nothing of it reaches the Result.
+func TestRunRefusesBadTimerOps(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		op   process.TimerOp
+		want string
+	}{
+		{"clock 0", process.TimerOp{Timer: process.Timer{Key: []byte("a"), Name: "t", Due: 5}}, "clock 0"},
+		{"clock 3", process.TimerOp{Timer: process.Timer{Key: []byte("a"), Name: "t", Kind: 3, Due: 5}}, "clock 3"},
+		{"empty key", process.TimerOp{Timer: process.Timer{Name: "t", Kind: process.EventTime, Due: 5}}, "non-empty state key"},
+		{"empty name", process.TimerOp{Timer: process.Timer{Key: []byte("a"), Kind: process.EventTime, Due: 5}}, "non-empty state key and name"},
+	} {
+		t.Run("record/"+tc.name, func(t *testing.T) {
+			sp := &scripted{onRecord: func(process.Input, []byte, process.State) (process.Result, error) {
+				return process.Result{Timers: []process.TimerOp{tc.op}}, nil
+			}}
+			_, err := batch.Run(context.Background(), storesParams(sp, &memView{}), []*kgo.Record{trec(0, "a", "1", 1)})
+			var ce *flechtwerk.ConfigError
+			require.ErrorAs(t, err, &ce)
+			require.Equal(t, flechtwerk.CodeInvalidTransformer, ce.Code)
+			require.ErrorContains(t, err, tc.want)
+		})
+		t.Run("timer/"+tc.name, func(t *testing.T) {
+			sp := &scripted{onFire: func(process.Timer, []byte, process.State) (process.Result, error) {
+				return process.Result{Timers: []process.TimerOp{tc.op}}, nil
+			}}
+			_, err := batch.Run(context.Background(), storesParams(sp, &memView{timers: []process.Timer{timer("k", "t", process.EventTime, 1)}, stream: 1}), nil)
+			var te *transformer.TimerError
+			require.ErrorAs(t, err, &te)
+			var ce *flechtwerk.ConfigError
+			require.ErrorAs(t, err, &ce)
+			require.Equal(t, flechtwerk.CodeInvalidTransformer, ce.Code)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	t.Run("a cancel needs no clock", func(t *testing.T) {
+		sp := &scripted{onRecord: func(process.Input, []byte, process.State) (process.Result, error) {
+			return process.Result{Timers: []process.TimerOp{{Timer: process.Timer{Key: []byte("a"), Name: "t"}, Cancel: true}}}, nil
+		}}
+		res, err := batch.Run(context.Background(), storesParams(sp, &memView{}), []*kgo.Record{trec(0, "a", "1", 1)})
+		require.NoError(t, err)
+		require.Len(t, res.Timers, 1)
+	})
 }
