@@ -199,7 +199,7 @@ func (r *pipelineRun) monitorStages(ctx context.Context) {
 			for p, o := range offs {
 				sum += o
 				k := fmt.Sprintf("%s/%d", hop.group, p)
-				if o < high[k] {
+				if o < high[k] && fellBack(ctx, r.c, hop.group, hop.topic, p, high[k]) {
 					r.mu.Lock()
 					r.regressions = append(r.regressions, fmt.Sprintf("committed offset of %s partition %d fell back from %d to %d",
 						hop.group, p, high[k], o))
