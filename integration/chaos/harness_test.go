@@ -398,8 +398,9 @@ func (h *harness) monitor(ctx context.Context) {
 
 // fellBack confirms that the committed offset of partition p of topic in
 // group fell below high, as a new owner reads it: stable
-// (require_stable), tried for up to a second while the partition has a
-// transaction's offsets pending (UNSTABLE_OFFSET_COMMIT). A plain fetch
+// (require_stable), tried up to 50 times 20 ms apart while the partition
+// has a transaction's offsets pending (UNSTABLE_OFFSET_COMMIT) or the
+// fetch fails. A plain fetch
 // can show a regression that no owner acts on: a group coordinator that
 // moved before the markers of a committed transaction reached it reports
 // the offsets before that transaction until the markers are written
