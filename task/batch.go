@@ -98,9 +98,14 @@ func (t *Task) run(ctx context.Context, recs []*kgo.Record, sem chan struct{}) (
 		Tracer:      t.tracer,
 		Policy:      t.cfg.Policy,
 	}
-	// Read before Run: a batch abandoned at its timeout returns after
-	// Close, which drops the timer store.
+	// Read as a store read (enter), before Run: Close drops the timer
+	// store, and a batch abandoned at its timeout may start or return
+	// after Close.
+	if !t.enter() {
+		return nil, fmt.Errorf("task %d: batch not run: %w", t.cfg.Partition, ErrClosed)
+	}
 	stream, timers := t.stream, t.timers != nil
+	t.leave()
 	if t.sp != nil {
 		p.View = &view{t: t, stream: stream, now: time.Now()}
 		if timers {
