@@ -151,7 +151,8 @@ func (c *Cluster) Produce(t testing.TB, recs ...*kgo.Record) {
 }
 
 // ReadCommitted reads every committed record of topic (read_committed), up
-// to the end offsets listed when it is called.
+// to the end offsets (last stable offsets) listed when it is called, while
+// producers may still be writing.
 func (c *Cluster) ReadCommitted(t testing.TB, topic string) []*kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -185,13 +186,20 @@ func (c *Cluster) ReadCommitted(t testing.TB, topic string) []*kgo.Record {
 		require.NoError(t, ctx.Err(), "reading %s: still waiting for partitions %v", topic, want)
 		fs.EachError(func(tp string, p int32, err error) { require.NoError(t, err, "fetch %s/%d", tp, p) })
 		fs.EachRecord(func(r *kgo.Record) {
-			if end, ok := want[r.Partition]; ok && r.Offset < end {
-				if !r.Attrs.IsControl() {
-					out = append(out, r)
-				}
-				if r.Offset >= end-1 {
-					delete(want, r.Partition)
-				}
+			end, ok := want[r.Partition]
+			if !ok {
+				return
+			}
+			if r.Offset < end && !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+			// A record at or past end-1 ends the partition. The last
+			// records before end may be of an aborted transaction whose
+			// marker lies past end, when end was the first offset of a
+			// transaction still open: the reader drops them, and only a
+			// record after end says it got there.
+			if r.Offset >= end-1 {
+				delete(want, r.Partition)
 			}
 		})
 	}
