@@ -10,7 +10,7 @@
 #               200k records while processors and brokers are killed and
 #               frozen, leaders re-elected and connections cut, stalled and
 #               slowed (integration/kafka/test-cluster.sh).
-# make fuzz   - every fuzz target for FUZZTIME (default 10s) each
+# make fuzz   - every fuzz target for FUZZTIME (default 5s) each
 #               (scripts/fuzz.sh); part of make test.
 # make test-secure - the TestSecure* tests against a Kafka broker with TLS,
 #               SASL/SCRAM-SHA-512 and the StandardAuthorizer
@@ -79,7 +79,7 @@ test-kafka:
 test-cluster:
 	bash integration/kafka/test-cluster.sh
 
-# Every go test -fuzz target for a short bounded time (FUZZTIME=10s).
+# Every go test -fuzz target for a short bounded time (FUZZTIME=5s).
 .PHONY: fuzz
 fuzz:
 	GO=$(GO) bash scripts/fuzz.sh

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Runs every fuzz target of the repository's modules (func FuzzXxx in a
 # *_test.go file; go.work puts the nested modules in reach of the root)
-# for a bounded time each: FUZZTIME (default 10s, any -fuzztime value),
+# for a bounded time each: FUZZTIME (default 5s, any -fuzztime value),
 # FUZZPARALLEL workers (default 2). The seed corpora are committed under
 # each package's testdata/fuzz/FuzzXxx; a failing input the fuzzer finds
 # is written there too, and the script exits non-zero.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
-FUZZTIME=${FUZZTIME:-10s}
+FUZZTIME=${FUZZTIME:-5s}
 FUZZPARALLEL=${FUZZPARALLEL:-2}
 
 targets=$(grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*(f \*testing.F)' . |
