@@ -205,7 +205,7 @@ func (h *harness) beforeRestart(ctx context.Context, p *proc, delay time.Duratio
 // evict removes the members of the dead process with client ID id from the
 // group (kfake only) and logs what it did.
 func (h *harness) evict(ctx context.Context, id string) {
-	removed, err := evict(ctx, h.c.Brokers, h.app, id)
+	removed, err := h.c.Evict(ctx, h.app, id)
 	switch {
 	case err != nil:
 		h.t.Logf("chaos: evicting %s from the kfake group: %v", id, err)

@@ -315,7 +315,7 @@ func (r *pipelineRun) killAndRestart(ctx context.Context, p *proc, why string) {
 	restart := func() {
 		if !r.c.Real {
 			for _, hop := range r.hops {
-				if _, err := evict(ctx, r.c.Brokers, hop.group, p.clientID); err != nil {
+				if _, err := r.c.Evict(ctx, hop.group, p.clientID); err != nil {
 					r.t.Logf("chaos: evicting %s from %s: %v", p.clientID, hop.group, err)
 				}
 			}
@@ -361,7 +361,7 @@ func (r *pipelineRun) settleStages(ctx context.Context) {
 			for _, m := range g.Members {
 				clients = append(clients, m.ClientID)
 				if p := r.fleet.byClientID(m.ClientID); p == nil || isExited(p) {
-					_, _ = evict(ctx, r.c.Brokers, g.Group, m.ClientID)
+					_, _ = r.c.Evict(ctx, g.Group, m.ClientID)
 				}
 			}
 			slices.Sort(clients)
