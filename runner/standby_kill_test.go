@@ -52,7 +52,7 @@ func standbyChild(spec string) int {
 	})
 	r, err := NewTransformer(counter, SeedBrokers(strings.Split(brokers, ",")...), ApplicationID(app), InputTopics(in),
 		StateDir(dir), StandbyReplicas(replicas), SessionTimeout(childSession),
-		WithConsumerOpts(kgo.HeartbeatInterval(300*time.Millisecond)),
+		WithConsumerOpts(kgo.ClientID(childClientID(id)), kgo.HeartbeatInterval(300*time.Millisecond)),
 		WithLogger(slog.New(slog.NewTextHandler(f, nil))))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -136,8 +136,7 @@ func TestStandbyFailoverAfterSIGKILL(t *testing.T) {
 	// The survivor may have run the task before the second instance
 	// joined: only its log from the kill on counts.
 	before := len(logOf(survivor))
-	require.NoError(t, owner.cmd.Process.Signal(syscall.SIGKILL))
-	_ = owner.cmd.Wait()
+	owner.kill(t)
 	kafkatest.WaitFor(t, 60*time.Second, "the survivor runs the task", func() bool {
 		return strings.Contains(logOf(survivor)[before:], `msg="task restored" partition=0`)
 	})
@@ -184,16 +183,23 @@ func TestStandbyFailoverAfterSIGKILL(t *testing.T) {
 	require.Equal(t, produced, total, "every input exactly once")
 }
 
-// child is a runner process of standbyChild.
+// child is a runner process of standbyChild or timersChild.
 type child struct {
 	cmd *exec.Cmd
 	log string
 	dir string // its state directory
+	c   *kafkatest.Cluster
+	app string
+	id  string
 }
+
+// childClientID is the client ID of child id's consumer, which names it in
+// the group.
+func childClientID(id string) string { return "child-" + id }
 
 func spawnChild(t testing.TB, c *kafkatest.Cluster, dir, app, in, out string, replicas int, id string) *child {
 	t.Helper()
-	p := &child{log: filepath.Join(dir, id+".log"), dir: filepath.Join(dir, id)}
+	p := &child{log: filepath.Join(dir, id+".log"), dir: filepath.Join(dir, id), c: c, app: app, id: id}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	p.cmd.Env = append(os.Environ(), standbyChildEnv+"="+strings.Join([]string{
 		strings.Join(c.Brokers, ","), app, in, out, p.dir, p.log, strconv.Itoa(replicas), id}, "|"))
@@ -204,6 +210,21 @@ func spawnChild(t testing.TB, c *kafkatest.Cluster, dir, app, in, out string, re
 		_ = p.cmd.Wait()
 	})
 	return p
+}
+
+// kill SIGKILLs the child and waits for it to end. On kfake it then evicts
+// the child's members from the group, as the session timeout does on
+// Apache Kafka (see kafkatest.Cluster.Evict): left to kfake, a child
+// killed in its JoinGroup can stay a member, holding its tasks, for ever.
+// Callers must not run another child of the same id meanwhile.
+func (p *child) kill(t testing.TB) {
+	t.Helper()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	_ = p.cmd.Wait()
+	if !p.c.Real {
+		_, err := p.c.Evict(context.Background(), p.app, childClientID(p.id))
+		require.NoError(t, err)
+	}
 }
 
 func (p *child) logs() string {

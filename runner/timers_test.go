@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,7 +25,7 @@ import (
 )
 
 // timersChildEnv makes the test binary a runner process of timerStage
-// (see TestMain): "brokers|app|in|out|stateDir|logFile|standbyReplicas".
+// (see TestMain): "brokers|app|in|out|stateDir|logFile|standbyReplicas|id".
 const timersChildEnv = "FLECHTWERK_TIMERS_CHILD"
 
 // timerStage is timer-heavy: every record v of a key sets two timers of
@@ -56,6 +55,7 @@ func timersChild(spec string) int {
 	p := strings.Split(spec, "|")
 	brokers, app, in, out, dir, logFile := p[0], p[1], p[2], p[3], p[4], p[5]
 	replicas, _ := strconv.Atoi(p[6])
+	id := p[7]
 	f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -63,7 +63,7 @@ func timersChild(spec string) int {
 	}
 	r, err := NewTransformer(timerStage(out), SeedBrokers(strings.Split(brokers, ",")...), ApplicationID(app), InputTopics(in),
 		StateDir(dir), StandbyReplicas(replicas), SessionTimeout(childSession), CommitInterval(50*time.Millisecond),
-		WithConsumerOpts(kgo.HeartbeatInterval(300*time.Millisecond)),
+		WithConsumerOpts(kgo.ClientID(childClientID(id)), kgo.HeartbeatInterval(300*time.Millisecond)),
 		WithLogger(slog.New(slog.NewTextHandler(f, nil))))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -78,10 +78,10 @@ func timersChild(spec string) int {
 
 func spawnTimersChild(t *testing.T, c *kafkatest.Cluster, dir, app, in, out string, replicas int, id string) *child {
 	t.Helper()
-	p := &child{log: filepath.Join(dir, id+".log"), dir: filepath.Join(dir, id)}
+	p := &child{log: filepath.Join(dir, id+".log"), dir: filepath.Join(dir, id), c: c, app: app, id: id}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
 	p.cmd.Env = append(os.Environ(), timersChildEnv+"="+strings.Join([]string{
-		strings.Join(c.Brokers, ","), app, in, out, p.dir, p.log, strconv.Itoa(replicas)}, "|"))
+		strings.Join(c.Brokers, ","), app, in, out, p.dir, p.log, strconv.Itoa(replicas), id}, "|"))
 	p.cmd.Stderr = os.Stderr
 	require.NoError(t, p.cmd.Start())
 	t.Cleanup(func() {
@@ -183,8 +183,7 @@ func TestTimersChaosKill(t *testing.T) {
 			return strings.Count(p.logs(), `msg="task restored"`) >= 2*2 // 2 tasks, 2 stores each (state, timers)
 		})
 		time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
-		require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
-		_ = p.cmd.Wait()
+		p.kill(t)
 		t.Logf("kill %d of child %s", i+1, id)
 	}
 	p := spawnTimersChild(t, c, dir, app, in, out, 0, "b")
@@ -240,8 +239,7 @@ func TestTimersStandbyFailover(t *testing.T) {
 	})
 	time.Sleep(2 * time.Second)
 	before := len(b.logs())
-	require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
-	_ = a.cmd.Wait()
+	a.kill(t)
 	kafkatest.WaitFor(t, 60*time.Second, "the survivor runs both tasks", func() bool {
 		return strings.Count(b.logs()[before:], `msg="task restored"`) >= 2 // the default store and the timers
 	})
