@@ -106,8 +106,9 @@
 // about a commit interval of its due time, idle or not; event-time timers
 // fire as records advance the task's stream time, and the idle worker
 // also ticks while event-time timers are due by it (a batch fires at most
-// 10000 timers of keys without records; a callback that sets its timer
-// again in the past fires in the next tick, at least 10ms later).
+// MaxTimersPerBatch timers of keys without records; a callback that sets
+// its timer again in the past fires in the next tick, at least 10ms
+// later).
 //
 // The balance is computed by the group's leader (client side), not by the
 // broker (KIP-848): broker-side assignors see only subscriptions and owned

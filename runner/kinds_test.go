@@ -57,7 +57,7 @@ func main() {
 		runner.TransactionTimeout(time.Minute), runner.Concurrency(1), runner.SessionTimeout(time.Second),
 		runner.WithConsumerOpts(kgo.ClientID("c")), runner.BatchTimeout(time.Second), runner.TaskTimeout(time.Minute),
 		runner.CommitInterval(time.Second), runner.CommitMaxRecords(1), runner.CommitMaxBytes(1), runner.StandbyReplicas(1),
-		runner.AdvertisedAddress("h:1"), runner.WithTracerProvider(noop.NewTracerProvider()),
+		runner.MaxTimersPerBatch(1), runner.AdvertisedAddress("h:1"), runner.WithTracerProvider(noop.NewTracerProvider()),
 		runner.WithPropagator(propagation.TraceContext{})}
 	for _, o := range common {
 		t = append(t, o)

@@ -277,6 +277,18 @@ func CommitMaxBytes(n int64) TransformerOpt {
 	return tOpt{setter: func(c *config.Options) { c.CommitMaxBytes = n }}
 }
 
+// MaxTimersPerBatch bounds how many due timers of keys without records in
+// a batch one batch of a task fires, earliest first; the rest fire in the
+// batches that follow, at once, without waiting for records or the next
+// interval. It bounds a batch's time and its share of the open
+// transaction when many timers come due together (a restart after
+// downtime, a TTL sweep of many idle keys), so that records keep flowing
+// and the transaction commits at its interval. Timers of the keys of a
+// batch's records always fire, however many. Default 10000.
+func MaxTimersPerBatch(n int) TransformerOpt {
+	return tOpt{setter: func(c *config.Options) { c.MaxTimers = n }}
+}
+
 // StandbyReplicas sets how many standby replicas of each task the group
 // keeps (Kafka Streams' num.standby.replicas). A standby replica is a warm
 // copy of a task's store on an instance that does not run the task: it

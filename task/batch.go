@@ -97,6 +97,7 @@ func (t *Task) run(ctx context.Context, recs []*kgo.Record, sem chan struct{}) (
 		Name:        fmt.Sprintf("task %d", t.cfg.Partition),
 		Tracer:      t.tracer,
 		Policy:      t.cfg.Policy,
+		MaxTimers:   max(t.cfg.MaxTimers, 0),
 	}
 	// Read as a store read (enter), before Run: Close drops the timer
 	// store, and a batch abandoned at its timeout may start or return

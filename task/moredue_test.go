@@ -76,3 +76,28 @@ func TestTickReportsMoreDue(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, due)
 }
+
+// TestTickFiresAtMostConfigMaxTimers: Config.MaxTimers bounds a tick as
+// the default does: of 5 due timers, 3 fire, then the 2 left.
+func TestTickFiresAtMostConfigMaxTimers(t *testing.T) {
+	tk := testTask(t)
+	tk.cfg.MaxTimers = 3
+	tk.proc, tk.sp = quietTimers{}, quietTimers{}
+	var ws []store.Write
+	for i := range 5 {
+		ws = append(ws, store.Write{Key: store.TimerKey([]byte{'k', byte(i)}, "t"),
+			Value: store.TimerValue(uint8(process.EventTime), int64(1+i))})
+	}
+	require.NoError(t, tk.timers.Apply(ws))
+	tk.stream = 10
+	sem := make(chan struct{}, 4)
+	for _, want := range []int{3, 2} {
+		b, err := tk.Tick(context.Background(), sem)
+		require.NoError(t, err)
+		require.Equal(t, want, b.Fired())
+		require.Equal(t, want == 3, b.MoreDue())
+		for _, op := range b.timers {
+			tk.open.timers.put(op)
+		}
+	}
+}

@@ -57,6 +57,9 @@ type Config struct {
 	// headers (nil: W3C trace context).
 	TracerProvider trace.TracerProvider
 	Propagator     propagation.TextMapPropagator
+	// MaxTimers bounds the due timers of keys without records one batch
+	// fires, earliest first (0: 10000); Batch.MoreDue reports the rest.
+	MaxTimers int
 }
 
 // Task is one running task.

@@ -16,6 +16,7 @@ import (
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/fencing"
+	"github.com/flechtwerk/flechtwerk/internal/batch"
 	"github.com/flechtwerk/flechtwerk/internal/metrics"
 	"github.com/flechtwerk/flechtwerk/store"
 )
@@ -86,6 +87,9 @@ type Options struct {
 	// StandbyReplicas is how many standby replicas of each task the
 	// group keeps (on instances that do not run it).
 	StandbyReplicas int
+	// MaxTimers bounds the due timers of keys without records one batch
+	// of a task fires.
+	MaxTimers int
 	// TracerProvider turns tracing on (nil: off); Propagator reads and
 	// writes trace context in headers (nil: W3C trace context).
 	TracerProvider trace.TracerProvider
@@ -132,6 +136,7 @@ func Defaults(kind Kind) Options {
 		CommitInterval:     100 * time.Millisecond,
 		CommitMaxRecords:   100_000,
 		CommitMaxBytes:     64 << 20,
+		MaxTimers:          batch.DefaultMaxTimers,
 		PageTimeout:        30 * time.Second,
 		CommitKeepalive:    30 * time.Minute,
 		AutoCommitInterval: 5 * time.Second,
@@ -195,6 +200,9 @@ func (o *Options) Validate(kind Kind, stateful bool) error {
 		}
 		if o.CommitMaxBytes <= 0 {
 			bad(flechtwerk.CodeInvalidOption, "CommitMaxBytes", "must be positive, is %d", o.CommitMaxBytes)
+		}
+		if o.MaxTimers <= 0 {
+			bad(flechtwerk.CodeInvalidOption, "MaxTimersPerBatch", "must be positive, is %d", o.MaxTimers)
 		}
 		if stateful && o.StateDir == "" {
 			bad(flechtwerk.CodeInvalidOption, "StateDir", "a stateful transformer needs a state directory")

@@ -78,8 +78,10 @@ func TestValidate(t *testing.T) {
 		}, []string{"TRANSACTION_TIMEOUT_TOO_SHORT TransactionTimeout"}},
 		{"transformer values", Transformer, true, func(o *Options) {
 			o.MaxPollRecords, o.BatchTimeout, o.TaskTimeout, o.CommitInterval, o.CommitMaxRecords, o.CommitMaxBytes = 0, 0, 0, 0, 0, 0
+			o.MaxTimers = -1
 		}, []string{"INVALID_OPTION MaxPollRecords", "INVALID_OPTION BatchTimeout", "INVALID_OPTION TaskTimeout",
-			"INVALID_OPTION CommitInterval", "INVALID_OPTION CommitMaxRecords", "INVALID_OPTION CommitMaxBytes"}},
+			"INVALID_OPTION CommitInterval", "INVALID_OPTION CommitMaxRecords", "INVALID_OPTION CommitMaxBytes",
+			"INVALID_OPTION MaxTimersPerBatch"}},
 		{"standbys of a stateless transformer", Transformer, false, func(o *Options) { o.StandbyReplicas = 1 },
 			[]string{"INVALID_OPTION StandbyReplicas"}},
 		{"standbys without a state directory", Transformer, true, func(o *Options) { o.StandbyReplicas, o.StateDir = 1, "" },

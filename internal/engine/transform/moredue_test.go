@@ -96,3 +96,13 @@ func TestMoreDueFiresWithoutInput(t *testing.T) {
 	}
 	require.Len(t, seen, n)
 }
+
+// TestTaskConfigCarriesMaxTimers: the MaxTimersPerBatch option reaches
+// every task's Config (whose bound TestTickFiresAtMostConfigMaxTimers in
+// package task shows).
+func TestTaskConfigCarriesMaxTimers(t *testing.T) {
+	cfg := config.Defaults(config.Transformer)
+	require.Equal(t, batch.DefaultMaxTimers, (&run{c: &cfg}).taskConfig(0, "m").MaxTimers)
+	cfg.MaxTimers = 7
+	require.Equal(t, 7, (&run{c: &cfg}).taskConfig(3, "m").MaxTimers)
+}

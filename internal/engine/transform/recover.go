@@ -450,6 +450,7 @@ func (rn *run) taskConfig(n int32, owner string) task.Config {
 		TracerProvider:     c.TracerProvider,
 		Propagator:         c.Propagator,
 		Policy:             rn.policy,
+		MaxTimers:          c.MaxTimers,
 	}
 }
 
