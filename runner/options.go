@@ -277,10 +277,10 @@ func CommitMaxBytes(n int64) TransformerOpt {
 	return tOpt{setter: func(c *config.Options) { c.CommitMaxBytes = n }}
 }
 
-// MaxTimersPerBatch bounds how many due timers of keys without records in
-// a batch one batch of a task fires, earliest first; the rest fire in the
-// batches that follow, at once, without waiting for records or the next
-// interval. It bounds a batch's time and its share of the open
+// MaxTimersPerBatch bounds how many due timers one batch of a task fires
+// for keys that have no record in the batch, earliest first; the rest fire
+// in the batches that follow, without waiting for records or the next
+// commit interval. It bounds a batch's time and its share of the open
 // transaction when many timers come due together (a restart after
 // downtime, a TTL sweep of many idle keys), so that records keep flowing
 // and the transaction commits at its interval. Timers of the keys of a

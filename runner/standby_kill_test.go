@@ -222,8 +222,11 @@ func (p *child) kill(t testing.TB) {
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 	_ = p.cmd.Wait()
 	if !p.c.Real {
-		_, err := p.c.Evict(context.Background(), p.app, childClientID(p.id))
+		removed, err := p.c.Evict(context.Background(), p.app, childClientID(p.id))
 		require.NoError(t, err)
+		if len(removed) > 0 {
+			t.Logf("evicted child %s (member %s) from the kfake group", p.id, strings.Join(removed, ", "))
+		}
 	}
 }
 

@@ -57,8 +57,8 @@ func (b *Batch) StateWrites() int { return len(b.writes) + len(b.named) + len(b.
 func (b *Batch) Fired() int { return b.fired }
 
 // MoreDue reports that timers due by the batch's end were left for later
-// batches (a batch fires at most 10,000 timers of keys without records):
-// Tick again at once.
+// batches (a batch fires at most Config.MaxTimers timers of keys without
+// records): Tick again at once.
 // Task.TimersDue also finds them (and a timer a callback set again in the
 // past, which fires in the next batch).
 func (b *Batch) MoreDue() bool { return b.moreDue }
@@ -97,7 +97,9 @@ func (t *Task) run(ctx context.Context, recs []*kgo.Record, sem chan struct{}) (
 		Name:        fmt.Sprintf("task %d", t.cfg.Partition),
 		Tracer:      t.tracer,
 		Policy:      t.cfg.Policy,
-		MaxTimers:   max(t.cfg.MaxTimers, 0),
+	}
+	if t.cfg.MaxTimers > 0 {
+		p.MaxTimers = t.cfg.MaxTimers
 	}
 	// Read as a store read (enter), before Run: Close drops the timer
 	// store, and a batch abandoned at its timeout may start or return

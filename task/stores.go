@@ -402,8 +402,8 @@ func (t *Task) NextWallDue() (time.Time, bool, error) {
 // TimersDue reports whether a timer of the task is due now: an
 // event-time timer due by the task's stream time, or a wall-clock timer
 // due by now (committed or set in the open transaction, as Tick sees
-// them). A batch fires at most 10,000 timers of keys
-// without records, and a timer its callback set again in the past fires
+// them). A batch fires at most Config.MaxTimers timers of keys without
+// records, and a timer its callback set again in the past fires
 // in the next batch: the engine ticks again while this holds. Cheap: one
 // index seek per kind, plus the committed timers the open transaction
 // replaced.

@@ -58,7 +58,8 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 	Propagator     propagation.TextMapPropagator
 	// MaxTimers bounds the due timers of keys without records one batch
-	// fires, earliest first (0: 10000); Batch.MoreDue reports the rest.
+	// fires, earliest first (0 or less: 10000); Batch.MoreDue reports the
+	// rest.
 	MaxTimers int
 }
 

@@ -140,7 +140,8 @@ func Concurrency(n int) Opt { return opt(func(c *cfg) { c.concurrency = n }) }
 // (Process, Tick) of a task partition fires, as the runtime's bound does:
 // the rest, the latest due, fire in later batches, and the Batch reports
 // them (MoreDue). The keys of a batch's records keep all their due
-// timers. Default: the runtime's default (10000); negative: no bound.
+// timers. Default: runner.MaxTimersPerBatch's default (10000); negative:
+// no bound.
 func MaxTimers(n int) Opt { return opt(func(c *cfg) { c.maxTimers = n }) }
 
 // OutputPartitions sets the partition count of an output topic, over

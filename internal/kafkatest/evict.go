@@ -14,14 +14,17 @@ import (
 
 // Evict removes from group the members of a dead process, those with
 // client ID clientID, by a LeaveGroup (v3+) naming their member IDs: what
-// the session timeout does on Apache Kafka. Tests evict the members of the
-// processes they killed on kfake, whose classic group coordinator can keep
+// the session timeout does on Apache Kafka. It works on any cluster, but
+// only kfake needs it: tests evict the members of the processes they
+// killed on kfake, whose classic group coordinator can keep
 // a dead member for ever or stall the group: a member whose connection
 // closed while its JoinGroup waited is kept without a session timer
 // (TestKfakeKeepsMemberKilledInJoin), and a dead leader can leave a
 // rebalance waiting (see the chaos suite). It returns the member IDs it
 // removed, once two describes in a row list none (a JoinGroup the process
-// sent before it died may land late); errors are retried for 10s.
+// sent before it died may land late); errors are retried for 10s, and it
+// gives up after 30s (a live process of that client ID would rejoin for
+// ever).
 //
 // A member removed while its SyncGroup waits skews kfake's count of joined
 // members just as its session timeout would, so while the group completes
@@ -29,6 +32,8 @@ import (
 // SyncGroup is answered); a dead leader never syncs, and removing it is
 // safe: kfake holds no SyncGroup of the leader.
 func (c *Cluster) Evict(ctx context.Context, group, clientID string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	cl, err := kgo.NewClient(c.clientOpts()...)
 	if err != nil {
 		return nil, fmt.Errorf("evict %s from group %s: %w", clientID, group, err)
