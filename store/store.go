@@ -347,7 +347,7 @@ func (s *Store) Apply(ws []Write) error {
 	if len(ws) == 0 {
 		return nil
 	}
-	return s.apply(ws, nil, pebble.NoSync)
+	return s.apply(ws, nil, nil, pebble.NoSync)
 }
 
 // ApplyThrough writes ws, the state writes of one committed transaction,
@@ -377,7 +377,13 @@ func (s *Store) ApplyRestored(ws []Write, cp Checkpoint) error {
 }
 
 func (s *Store) applyCheckpoint(ws []Write, cp Checkpoint, sync *pebble.WriteOptions) error {
-	if err := s.apply(ws, &cp, sync); err != nil {
+	return s.applyCheckpointRead(ws, nil, cp, sync)
+}
+
+// applyCheckpointRead is applyCheckpoint given the values of the timer
+// keys ws writes (readTimers; nil: read them).
+func (s *Store) applyCheckpointRead(ws []Write, old map[string][]byte, cp Checkpoint, sync *pebble.WriteOptions) error {
+	if err := s.apply(ws, old, &cp, sync); err != nil {
 		return err
 	}
 	s.cp, s.hasCP = cp, true
@@ -404,17 +410,21 @@ func (s *Store) Next() (int64, bool) {
 	return n, n >= 0
 }
 
-func (s *Store) apply(ws []Write, cp *Checkpoint, sync *pebble.WriteOptions) error {
+// apply writes ws (and cp, when not nil). written is, for a timer store,
+// the value of every timer key ws writes (readTimers), nil to read them;
+// apply updates it.
+func (s *Store) apply(ws []Write, written map[string][]byte, cp *Checkpoint, sync *pebble.WriteOptions) error {
 	b := s.db.NewBatch()
 	defer b.Close()
 	// written: the value of every timer key of the batch before the
 	// write at hand (nil: absent), for the due index of a timer store.
-	var written map[string][]byte
 	var lows *lowDues
 	if s.timers {
-		var err error
-		if written, err = s.readTimers(ws); err != nil {
-			return err
+		if written == nil {
+			var err error
+			if written, err = s.readTimers(ws); err != nil {
+				return err
+			}
 		}
 		lows = new(lowDues)
 	}

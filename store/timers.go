@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -394,4 +395,83 @@ func prefixEnd(p []byte) []byte {
 		}
 	}
 	return nil
+}
+
+// Prepared is a timer store's writes of one transaction, without those
+// that would change nothing, and the values their keys held when Prepare
+// read them.
+type Prepared struct {
+	ws  []Write
+	old map[string][]byte
+}
+
+// Prepare reads the stored values of the timer keys ws writes (one
+// iterator pass, as Apply does) and returns ws without the writes that
+// would change nothing: a set of the value its key holds, a delete of an
+// absent key, each given what the writes before it in ws leave. A timer
+// set again at the due time it has, the common case of a window's end or
+// a state TTL that rounds its expiry (transformer.StateTTL), then costs
+// no changelog record and no store write. The store must have been
+// opened with Options.Timers; the writes must be applied with
+// ApplyPreparedThrough (or ApplyPrepared) before anything else writes
+// the store.
+func (s *Store) Prepare(ws []Write) (*Prepared, error) {
+	if !s.timers {
+		return nil, fmt.Errorf("store: Prepare on %s, which is not a timer store", s.dir)
+	}
+	old, err := s.readTimers(ws)
+	if err != nil {
+		return nil, err
+	}
+	cur := make(map[string][]byte, len(ws))
+	kept := make([]Write, 0, len(ws))
+	for _, w := range ws {
+		if bytes.Equal(w.Key, StreamTimeKey) {
+			kept = append(kept, w)
+			continue
+		}
+		v, seen := cur[string(w.Key)]
+		if !seen {
+			v = old[string(w.Key)]
+		}
+		if w.Delete && v == nil || !w.Delete && v != nil && bytes.Equal(v, w.Value) {
+			continue
+		}
+		if w.Delete {
+			cur[string(w.Key)] = nil
+		} else {
+			cur[string(w.Key)] = w.Value
+		}
+		kept = append(kept, w)
+	}
+	return &Prepared{ws: kept, old: old}, nil
+}
+
+// Writes returns the prepared writes: those that change the store, in
+// the order given to Prepare.
+func (p *Prepared) Writes() []Write { return p.ws }
+
+// ApplyPreparedThrough is ApplyThrough of p's writes, with the values
+// Prepare read. It applies p once.
+func (s *Store) ApplyPreparedThrough(p *Prepared, next int64) error {
+	old := p.old
+	p.old = nil
+	if old == nil {
+		return fmt.Errorf("store: prepared writes of %s applied twice", s.dir)
+	}
+	return s.applyCheckpointRead(p.ws, old, Checkpoint{TopicID: s.cp.TopicID, Next: next, Time: time.Now()}, pebble.Sync)
+}
+
+// ApplyPrepared is Apply of p's writes, with the values Prepare read. It
+// applies p once.
+func (s *Store) ApplyPrepared(p *Prepared) error {
+	old := p.old
+	p.old = nil
+	if old == nil {
+		return fmt.Errorf("store: prepared writes of %s applied twice", s.dir)
+	}
+	if len(p.ws) == 0 {
+		return nil
+	}
+	return s.apply(p.ws, old, nil, pebble.NoSync)
 }

@@ -494,3 +494,76 @@ func TestKeyTimers(t *testing.T) {
 	stop := errors.New("stop")
 	require.ErrorIs(t, st.KeyTimers([]byte("a"), func(string, uint8, int64) (bool, error) { return false, stop }), stop)
 }
+
+// TestPrepareDropsWritesThatChangeNothing: Prepare drops a set of the
+// value a key holds and a delete of an absent key, judging each write by
+// what the stored value and the writes before it leave; the stream time
+// passes. Random batches applied through ApplyPreparedThrough and
+// ApplyPrepared leave the records and the due index of a model that
+// applies every write, and a prepared batch applies once.
+func TestPrepareDropsWritesThatChangeNothing(t *testing.T) {
+	st := openTimers(t, t.TempDir())
+	defer st.Close()
+	a, b, c := store.TimerKey([]byte("a"), "t"), store.TimerKey([]byte("b"), "t"), store.TimerKey([]byte("c"), "t")
+	require.NoError(t, st.Apply([]store.Write{{Key: a, Value: store.TimerValue(eventTime, 10)}, {Key: b, Value: store.TimerValue(eventTime, 20)}}))
+
+	ws := []store.Write{
+		{Key: a, Value: store.TimerValue(eventTime, 10)},              // the stored value: dropped
+		{Key: b, Value: store.TimerValue(eventTime, 21)},              // moved: kept
+		{Key: b, Value: store.TimerValue(eventTime, 21)},              // as the write before it left: dropped
+		{Key: c, Delete: true},                                        // absent: dropped
+		{Key: c, Value: store.TimerValue(wallClock, 5)},               // kept
+		{Key: c, Delete: true},                                        // present after the write before: kept
+		{Key: a, Value: store.TimerValue(wallClock, 10)},              // another kind: kept
+		{Key: store.StreamTimeKey, Value: store.StreamTimeValue(100)}, // kept
+	}
+	p, err := st.Prepare(ws)
+	require.NoError(t, err)
+	require.Equal(t, []store.Write{ws[1], ws[4], ws[5], ws[6], ws[7]}, p.Writes())
+	require.NoError(t, st.ApplyPreparedThrough(p, 7))
+	require.ErrorContains(t, st.ApplyPreparedThrough(p, 8), "applied twice")
+	next, ok := st.Next()
+	require.True(t, ok)
+	require.Equal(t, int64(7), next)
+	requireIndexExact(t, st, map[string][]byte{
+		string(a): store.TimerValue(wallClock, 10), string(b): store.TimerValue(eventTime, 21),
+		string(store.StreamTimeKey): store.StreamTimeValue(100),
+	})
+
+	rng := rand.New(rand.NewPCG(7, 25))
+	model := map[string][]byte{string(a): store.TimerValue(wallClock, 10), string(b): store.TimerValue(eventTime, 21),
+		string(store.StreamTimeKey): store.StreamTimeValue(100)}
+	for round := range 50 {
+		var ws []store.Write
+		for range 1 + rng.IntN(20) {
+			k := store.TimerKey([]byte{'k', byte(rng.IntN(8))}, "t")
+			w := store.Write{Key: k, Delete: rng.IntN(3) == 0}
+			if !w.Delete {
+				w.Value = store.TimerValue([]uint8{eventTime, wallClock}[rng.IntN(2)], int64(rng.IntN(4)))
+			}
+			ws = append(ws, w)
+		}
+		for _, w := range ws {
+			if w.Delete {
+				delete(model, string(w.Key))
+			} else {
+				model[string(w.Key)] = w.Value
+			}
+		}
+		p, err := st.Prepare(ws)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(p.Writes()), len(ws))
+		if round%2 == 0 {
+			require.NoError(t, st.ApplyPrepared(p))
+		} else {
+			require.NoError(t, st.ApplyPreparedThrough(p, int64(100+round)))
+		}
+		requireIndexExact(t, st, model)
+	}
+
+	plain, err := store.Open(context.Background(), t.TempDir(), store.Options{ApplicationID: "app"})
+	require.NoError(t, err)
+	defer plain.Close()
+	_, err = plain.Prepare(ws)
+	require.ErrorContains(t, err, "not a timer store")
+}

@@ -228,6 +228,26 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 	if o.txn == nil {
 		return Stats{}, fmt.Errorf("task %d: no open transaction; commit the offsets through the group member", t.cfg.Partition)
 	}
+	// Timers set again at the due time they have change nothing: no
+	// changelog record, no store write (read before the transaction is
+	// handed over, so that a failed read leaves it open).
+	var (
+		tws  []store.Write
+		prep *store.Prepared
+	)
+	if len(o.timers.m) > 0 || o.streamAdvanced {
+		tws = o.timers.writes()
+		if o.streamAdvanced {
+			tws = append(tws, store.Write{Key: store.StreamTimeKey, Value: store.StreamTimeValue(t.stream)})
+		}
+		if t.timers != nil {
+			var err error
+			if prep, err = t.timers.Prepare(tws); err != nil {
+				return Stats{}, fmt.Errorf("task %d: transaction not committed: %w", t.cfg.Partition, err)
+			}
+			tws = prep.Writes()
+		}
+	}
 	t.open = o.next()
 	// The changelog records of every store: the default one's, the named
 	// ones', the timers' (and the stream time), one per key.
@@ -236,6 +256,9 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 		topic  string
 		writes []store.Write
 		recs   []*kgo.Record
+		// prep: the timer store's writes, read against it (nil for the
+		// other stores).
+		prep *store.Prepared
 	}
 	all := make([]pending, 0, len(t.stores)+1)
 	for i := range o.stores {
@@ -243,12 +266,8 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 			all = append(all, pending{st: t.stores[i], topic: t.topics[i], writes: o.stores[i].writes()})
 		}
 	}
-	if len(o.timers.m) > 0 || o.streamAdvanced {
-		ws := o.timers.writes()
-		if o.streamAdvanced {
-			ws = append(ws, store.Write{Key: store.StreamTimeKey, Value: store.StreamTimeValue(t.stream)})
-		}
-		all = append(all, pending{st: t.timers, topic: t.timersTopic, writes: ws})
+	if len(tws) > 0 {
+		all = append(all, pending{st: t.timers, topic: t.timersTopic, writes: tws, prep: prep})
 	}
 	nwrites := 0
 	for i := range all {
@@ -307,9 +326,15 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 		// restart replays from there; the marker at or past it is
 		// skipped on replay.
 		apply := func() {
-			if next, ok := changelog.NextOffset(p.recs, p.topic, t.cfg.Partition); ok {
+			next, ok := changelog.NextOffset(p.recs, p.topic, t.cfg.Partition)
+			switch {
+			case p.prep != nil && ok:
+				errs[i] = p.st.ApplyPreparedThrough(p.prep, next)
+			case p.prep != nil:
+				errs[i] = p.st.ApplyPrepared(p.prep)
+			case ok:
 				errs[i] = p.st.ApplyThrough(p.writes, next)
-			} else {
+			default:
 				errs[i] = p.st.Apply(p.writes)
 			}
 		}
