@@ -136,3 +136,57 @@ func TestStateTTLExpiresOnlyIdleKeys(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, t0.Add(3100*time.Millisecond).UnixMilli(), stream)
 }
+
+// TestTimerSetAgainAtItsDueWritesNothing: a timer set again at the due
+// time it has (here a window's end, set by every record of the window) and
+// a state TTL armed again within its rounding (d/64) cost no changelog
+// record after their first transaction: over 20 transactions of one key,
+// the timer changelog holds one record of the window timer and one of the
+// expiry. The timer still fires once, when stream time reaches it.
+func TestTimerSetAgainAtItsDueWritesNothing(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("same-due")
+	c.CreateTopic(t, in, 1)
+	c.CreateTopic(t, out, 1)
+	t0 := time.UnixMilli(1_700_000_000_000).Truncate(time.Hour)
+	end := t0.Add(time.Hour)
+	st := transformer.New(func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
+		e.SetState(n + 1)
+		if string(rec.Value) != "flush" {
+			e.SetTimer("window", end)
+		}
+		return nil
+	}, transformer.StateTTL(64*time.Hour, transformer.EventTime), // rounded up to the next hour: t0+65h
+		transformer.OnTimer(func(_ context.Context, tm transformer.Timer, n int, e *transformer.Emitter[int]) error {
+			e.Send(out, tm.Key, fmt.Appendf(nil, "%s=%d", tm.Name, n))
+			return nil
+		}))
+	inst := startInstance(t, st, SeedBrokers(c.Brokers...), ApplicationID(app), InputTopics(in), StateDir(t.TempDir()),
+		SessionTimeout(3*time.Second), CommitInterval(20*time.Millisecond), WithLogger(testLogger()),
+		WithConsumerOpts(kgo.HeartbeatInterval(200*time.Millisecond)))
+	defer func() { require.NoError(t, inst.stop(t)) }()
+	for i := range 20 {
+		// A transaction each: the next record waits for the commit.
+		c.Produce(t, &kgo.Record{Topic: in, Key: []byte("k"), Value: []byte("v"), Timestamp: t0.Add(time.Duration(i+1) * time.Minute)})
+		kafkatest.WaitFor(t, 30*time.Second, "the record committed", func() bool {
+			return c.CommittedOffsets(t, app, in)[0] == int64(i+1)
+		})
+	}
+	c.WaitSettled(t, changelog.TimersTopic(app))
+	count := map[string]int{}
+	for _, r := range c.ReadCommitted(t, changelog.TimersTopic(app)) {
+		if key, name, ok := store.DecodeTimerKey(r.Key); ok {
+			count[string(key)+"/"+strings.TrimPrefix(name, "\x00")]++
+		}
+	}
+	require.Equal(t, map[string]int{"k/window": 1, "k/ttl": 1}, count, "timer changelog records per timer")
+
+	c.Produce(t, &kgo.Record{Topic: in, Key: []byte("other"), Value: []byte("flush"), Timestamp: end})
+	var outs []*kgo.Record
+	kafkatest.WaitFor(t, 30*time.Second, "the window timer fired", func() bool {
+		outs = c.ReadCommitted(t, out)
+		return len(outs) > 0
+	})
+	require.Len(t, outs, 1)
+	require.Equal(t, "window=20", string(outs[0].Value))
+}

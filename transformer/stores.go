@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"time"
@@ -112,8 +113,11 @@ func (f storeOpt) applyStore(b *storeBase) { f(b) }
 // StoreTTL expires the keys of a store that were not written for d, by
 // kind's clock: a Put (re)arms the key's expiry at the current time plus d
 // (event time: the stream time after the record being processed; wall
-// clock: the batch's time), a Delete disarms it. An expired key is
-// deleted in a transaction (a tombstone on the store's changelog). The
+// clock: the batch's time), rounded up to a multiple of d/64, a Delete
+// disarms it. A key thus expires between d and d + d/64 after its last
+// write, never before; writes in one span of d/64 keep one expiry, which
+// costs nothing more at commit. An expired key is deleted in a
+// transaction (a tombstone on the store's changelog). The
 // expiry is a timer of the store key (a state key of the task), so the
 // stage keeps a timer store; it fires in that key's place. A key that
 // keeps being written never expires: an expiry loses to a write (Put or
@@ -166,9 +170,13 @@ func Stores(stores ...StoreDef) Opt {
 // kind's clock: SetState (re)arms the key's expiry at the current time
 // plus d (EventTime: the stream time after the record being processed,
 // so a key expires once records of any keys with timestamps d past its
-// last write arrive; WallClock: the batch's time), DeleteState disarms
-// it. When it is due, the OnExpire callback (if any) runs with the state,
-// then the state is deleted: a tombstone on the changelog, in the task's
+// last write arrive; WallClock: the batch's time), rounded up to a
+// multiple of d/64; DeleteState disarms it. A key thus expires between d
+// and d + d/64 after its last write, never before; writes in one span of
+// d/64 keep one expiry, which costs nothing more at commit (a changelog
+// record and a store write per key and transaction otherwise). When it
+// is due, the OnExpire callback (if any) runs with the state, then the
+// state is deleted: a tombstone on the changelog, in the task's
 // transaction with the callback's outputs. The expiry is a timer of the
 // key: the sweep costs one index seek per batch plus the expired keys,
 // never a scan of the store. The key's own timers (SetTimer) outlive its
@@ -378,7 +386,8 @@ func (c *call) write(i int, key []byte, value []byte, del bool) {
 	}
 }
 
-// arm sets (cancel: cancels) the expiry timer name of key at now + d.
+// arm sets (cancel: cancels) the expiry timer name of key at now + d,
+// rounded up (expiryDue).
 func (c *call) arm(key []byte, name string, d time.Duration, kind TimeKind, cancel bool) {
 	if cancel {
 		c.timers = append(c.timers, process.TimerOp{Timer: process.Timer{Key: key, Name: name, Kind: kind}, Cancel: true})
@@ -388,7 +397,24 @@ func (c *call) arm(key []byte, name string, d time.Duration, kind TimeKind, canc
 	if kind == WallClock {
 		due = c.st.Now().UnixMilli()
 	}
-	c.timers = append(c.timers, process.TimerOp{Timer: process.Timer{Key: key, Name: name, Kind: kind, Due: due + d.Milliseconds()}})
+	c.timers = append(c.timers, process.TimerOp{Timer: process.Timer{Key: key, Name: name, Kind: kind, Due: expiryDue(due, d)}})
+}
+
+// expiryDue returns now + d (Unix milliseconds) rounded up to a multiple
+// of d/64 (at least 1ms): an expiry armed again within that span keeps its
+// due time, and a timer set again at the due time it has costs no
+// changelog record and no store write (store.Prepare).
+func expiryDue(now int64, d time.Duration) int64 {
+	x := now + d.Milliseconds()
+	g := max(d.Milliseconds()/64, 1)
+	if x > math.MaxInt64-g {
+		return x
+	}
+	q := x / g
+	if x%g > 0 {
+		q++ // x/g truncates toward zero: the ceiling of a negative x
+	}
+	return q * g
 }
 
 // get reads key of store (process index: DefaultStore or i+1) under the

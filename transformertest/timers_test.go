@@ -131,7 +131,7 @@ func TestStateTTL(t *testing.T) {
 			require.NoError(t, err)
 			exp, ok := d.Expiry(0, "", []byte("gone"))
 			require.True(t, ok)
-			require.Equal(t, t0.Add(time.Minute), exp)
+			requireExpiry(t, t0, time.Minute, exp)
 			for i := 1; i <= 4; i++ {
 				d.Advance(30 * time.Second)
 				_, err = d.Process(ctx, at("in", "alive", "", t0.Add(time.Duration(i)*30*time.Second)))
@@ -230,8 +230,8 @@ func TestNamedStoresAndCrossKeyReads(t *testing.T) {
 	// last write.
 	exp, ok := d.Expiry(0, "names", []byte("user/x"))
 	require.True(t, ok)
-	require.Equal(t, t0.Add(time.Hour), exp)
-	b, err = d.AdvanceStreamTime(ctx, t0.Add(time.Hour))
+	requireExpiry(t, t0, time.Hour, exp)
+	b, err = d.AdvanceStreamTime(ctx, exp)
 	require.NoError(t, err)
 	require.Equal(t, []transformertest.Expired{{Store: "names", Key: []byte("user/x")}}, b.Expired)
 	nm, err := transformertest.StoreState(d, 0, names)
