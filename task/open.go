@@ -56,6 +56,17 @@ func newOpen(n int) open {
 	return open{stores: make([]overlay, n), timers: &timerOverlay{}}
 }
 
+// hasStoreWrites reports whether o writes a store (its changelog
+// records).
+func (o *open) hasStoreWrites() bool {
+	for i := range o.stores {
+		if len(o.stores[i].m) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // maxSizeHint bounds the map size a transaction passes to the next one.
 const maxSizeHint = 1 << 16
 
@@ -229,8 +240,7 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 		return Stats{}, fmt.Errorf("task %d: no open transaction; commit the offsets through the group member", t.cfg.Partition)
 	}
 	// Timers set again at the due time they have change nothing: no
-	// changelog record, no store write (read before the transaction is
-	// handed over, so that a failed read leaves it open).
+	// changelog record, no store write.
 	var (
 		tws  []store.Write
 		prep *store.Prepared
@@ -241,11 +251,17 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 			tws = append(tws, store.Write{Key: store.StreamTimeKey, Value: store.StreamTimeValue(t.stream)})
 		}
 		if t.timers != nil {
-			var err error
-			if prep, err = t.timers.Prepare(tws); err != nil {
-				return Stats{}, fmt.Errorf("task %d: transaction not committed: %w", t.cfg.Partition, err)
+			p, err := t.timers.Prepare(tws)
+			if err != nil {
+				t.open = o.next()
+				return Stats{}, errors.Join(fmt.Errorf("task %d: transaction not committed: %w", t.cfg.Partition, err), o.txn.Abort(ctx))
 			}
-			tws = prep.Writes()
+			// A transaction must send a record: kgo ends none that
+			// sent nothing, and its offsets would stay pending. One
+			// whose only writes change nothing keeps them.
+			if len(p.Writes()) > 0 || o.txn.Sent() > 0 || o.hasStoreWrites() {
+				prep, tws = p, p.Writes()
+			}
 		}
 	}
 	t.open = o.next()

@@ -10,7 +10,8 @@ import (
 
 // TestExpiryDue: an expiry is now + d rounded up to a multiple of d/64
 // (at least 1ms), never before now + d and at most d/64 after it, for
-// negative times too; near the end of time it is not rounded.
+// negative times too; near the end of time it is not rounded, and past it
+// it is the end of time.
 func TestExpiryDue(t *testing.T) {
 	const d = 64 * time.Second // a span of 1s
 	for _, tc := range []struct{ now, want int64 }{
@@ -24,6 +25,7 @@ func TestExpiryDue(t *testing.T) {
 		{-65_001, -1000},
 		{-65_500, -1000},
 		{math.MaxInt64 - 64_000 - 10, math.MaxInt64 - 10},
+		{math.MaxInt64 - 5, math.MaxInt64},
 	} {
 		require.Equal(t, tc.want, expiryDue(tc.now, d), "now %d", tc.now)
 	}

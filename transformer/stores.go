@@ -405,6 +405,9 @@ func (c *call) arm(key []byte, name string, d time.Duration, kind TimeKind, canc
 // due time, and a timer set again at the due time it has costs no
 // changelog record and no store write (store.Prepare).
 func expiryDue(now int64, d time.Duration) int64 {
+	if now > math.MaxInt64-d.Milliseconds() {
+		return math.MaxInt64 // beyond the end of time: never
+	}
 	x := now + d.Milliseconds()
 	g := max(d.Milliseconds()/64, 1)
 	if x > math.MaxInt64-g {

@@ -60,13 +60,13 @@ func TestSessions(t *testing.T) {
 	require.Equal(t, []Summary{{User: "bo", Start: at(12), End: at(40), Clicks: 2, Pages: []string{"/", "/help"}, Reason: "inactive"}}, summaries(t, b))
 
 	// Input stops: stream time stays at 10:11, ana's 10:25 timer never
-	// fires. A day of wall-clock time later her state and cy's expire,
-	// each emitting its session.
+	// fires. A day of wall-clock time later (rounded up by at most a
+	// 64th of it) her state and cy's expire, each emitting its session.
 	d.Advance(TTL - time.Second)
 	b, err = d.Tick(ctx)
 	require.NoError(t, err)
 	require.Empty(t, b.Outputs)
-	d.Advance(time.Second)
+	d.Advance(time.Second + TTL/64)
 	b, err = d.Tick(ctx)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []Summary{
