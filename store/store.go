@@ -412,12 +412,11 @@ func (s *Store) Next() (int64, bool) {
 
 // apply writes ws (and cp, when not nil). written is, for a timer store,
 // the value of every timer key ws writes (readTimers), nil to read them;
-// apply updates it.
+// apply keeps it at the value before the write at hand (nil: absent), for
+// the due index.
 func (s *Store) apply(ws []Write, written map[string][]byte, cp *Checkpoint, sync *pebble.WriteOptions) error {
 	b := s.db.NewBatch()
 	defer b.Close()
-	// written: the value of every timer key of the batch before the
-	// write at hand (nil: absent), for the due index of a timer store.
 	var lows *lowDues
 	if s.timers {
 		if written == nil {

@@ -454,10 +454,9 @@ func (p *Prepared) Writes() []Write { return p.ws }
 // ApplyPreparedThrough is ApplyThrough of p's writes, with the values
 // Prepare read. It applies p once.
 func (s *Store) ApplyPreparedThrough(p *Prepared, next int64) error {
-	old := p.old
-	p.old = nil
-	if old == nil {
-		return fmt.Errorf("store: prepared writes of %s applied twice", s.dir)
+	old, err := s.take(p)
+	if err != nil {
+		return err
 	}
 	return s.applyCheckpointRead(p.ws, old, Checkpoint{TopicID: s.cp.TopicID, Next: next, Time: time.Now()}, pebble.Sync)
 }
@@ -465,13 +464,19 @@ func (s *Store) ApplyPreparedThrough(p *Prepared, next int64) error {
 // ApplyPrepared is Apply of p's writes, with the values Prepare read. It
 // applies p once.
 func (s *Store) ApplyPrepared(p *Prepared) error {
+	old, err := s.take(p)
+	if err != nil || len(p.ws) == 0 {
+		return err
+	}
+	return s.apply(p.ws, old, nil, pebble.NoSync)
+}
+
+// take returns the values Prepare read for p, once.
+func (s *Store) take(p *Prepared) (map[string][]byte, error) {
 	old := p.old
 	p.old = nil
 	if old == nil {
-		return fmt.Errorf("store: prepared writes of %s applied twice", s.dir)
+		return nil, fmt.Errorf("store: prepared writes of %s applied twice", s.dir)
 	}
-	if len(p.ws) == 0 {
-		return nil
-	}
-	return s.apply(p.ws, old, nil, pebble.NoSync)
+	return old, nil
 }
