@@ -341,6 +341,17 @@ type call struct {
 	writes []process.StoreWrite
 	timers []process.TimerOp
 	over   map[overKey]overVal
+	// buf holds the first timer operations (a call sets a timer or
+	// re-arms a TTL, rarely more).
+	buf [2]process.TimerOp
+}
+
+// addTimer appends op to the call's timer operations.
+func (c *call) addTimer(op process.TimerOp) {
+	if c.timers == nil {
+		c.timers = c.buf[:0]
+	}
+	c.timers = append(c.timers, op)
 }
 
 type overKey struct {
@@ -390,14 +401,14 @@ func (c *call) write(i int, key []byte, value []byte, del bool) {
 // rounded up (expiryDue).
 func (c *call) arm(key []byte, name string, d time.Duration, kind TimeKind, cancel bool) {
 	if cancel {
-		c.timers = append(c.timers, process.TimerOp{Timer: process.Timer{Key: key, Name: name, Kind: kind}, Cancel: true})
+		c.addTimer(process.TimerOp{Timer: process.Timer{Key: key, Name: name, Kind: kind}, Cancel: true})
 		return
 	}
 	due := c.st.StreamTime()
 	if kind == WallClock {
 		due = c.st.Now().UnixMilli()
 	}
-	c.timers = append(c.timers, process.TimerOp{Timer: process.Timer{Key: key, Name: name, Kind: kind, Due: expiryDue(due, d)}})
+	c.addTimer(process.TimerOp{Timer: process.Timer{Key: key, Name: name, Kind: kind, Due: expiryDue(due, d)}})
 }
 
 // expiryDue returns now + d (Unix milliseconds) rounded up to a multiple
@@ -653,7 +664,7 @@ func (e *Emitter[S]) SetWallTimer(name string, at time.Time) { e.setTimer(name, 
 // CancelTimer cancels the timer name of the call's state key, if set.
 func (e *Emitter[S]) CancelTimer(name string) {
 	if c := e.timerCall(name, "CancelTimer"); c != nil {
-		c.timers = append(c.timers, process.TimerOp{Timer: process.Timer{Key: c.key, Name: name}, Cancel: true})
+		c.addTimer(process.TimerOp{Timer: process.Timer{Key: c.key, Name: name}, Cancel: true})
 	}
 }
 
@@ -663,7 +674,7 @@ func (e *Emitter[S]) setTimer(name string, kind TimeKind, at time.Time) {
 		field = "SetWallTimer"
 	}
 	if c := e.timerCall(name, field); c != nil {
-		c.timers = append(c.timers, process.TimerOp{Timer: process.Timer{Key: c.key, Name: name, Kind: kind, Due: at.UnixMilli()}})
+		c.addTimer(process.TimerOp{Timer: process.Timer{Key: c.key, Name: name, Kind: kind, Due: at.UnixMilli()}})
 	}
 }
 

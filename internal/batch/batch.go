@@ -149,6 +149,9 @@ type bucket struct {
 	// span contexts of the bucket's records; nil without Params.Tracer
 	// (a pointer: a bucket without tracing is not one byte larger)
 	spans *[]oteltrace.SpanContext
+	// x is the bucket's part of a batch of a process.Stores processor;
+	// nil for other processors.
+	x *storesBucket
 }
 
 // Run runs the transformer over recs, all of p.Partition. It neither
@@ -257,7 +260,7 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 		if bk == nil {
 			bk = &bucket{key: in.Key}
 			if sx != nil {
-				sx.xs[bk] = &storesBucket{sx: sx}
+				bk.x = sx.newBucket()
 			}
 			byKey[string(in.Key)] = bk
 			buckets = append(buckets, bk)
@@ -265,8 +268,7 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 		bk.recs = append(bk.recs, r)
 		bk.in = append(bk.in, in)
 		if sx != nil {
-			x := sx.xs[bk]
-			x.pos = append(x.pos, i)
+			bk.x.pos = append(bk.x.pos, i)
 		}
 	}
 	if sx != nil {
@@ -424,7 +426,7 @@ func runRecord(ctx context.Context, p Params, bk *bucket, i int, cur *[]byte, fo
 	if p.sx == nil {
 		res, err = processRecord(ctx, p.Transformer, bk.in[i], *cur, *found)
 	} else {
-		res, err = p.sx.xs[bk].process(ctx, bk, bk.in[i], *cur, *found)
+		res, err = bk.x.process(ctx, bk, bk.in[i], *cur, *found)
 	}
 	if err != nil {
 		ie, ok := asInvalid(r, err)
@@ -487,7 +489,7 @@ func substitute(ctx context.Context, p Params, bk *bucket, r *kgo.Record, ie *tr
 	if p.sx == nil {
 		res, err = processRecord(ctx, p.Transformer, in, cur, found)
 	} else {
-		res, err = p.sx.xs[bk].process(ctx, bk, in, cur, found)
+		res, err = bk.x.process(ctx, bk, in, cur, found)
 	}
 	if err != nil {
 		return stage.Result{}, invalidSubstitute(sub, ie, err)

@@ -30,8 +30,8 @@ type storesBatch struct {
 	keyTimers func(key []byte, fn func(t process.Timer) error) error
 	name      string
 	partition int32
-	// xs are the buckets' own parts, read-only once the buckets run.
-	xs map[*bucket]*storesBucket
+	// slab holds the buckets' own parts (newBucket).
+	slab []storesBucket
 	// at[i] is the stream time once ordered record i was seen (the
 	// largest timestamp up to and including it, and of earlier batches);
 	// the stream time before it is at[i-1] (before for i == 0).
@@ -42,8 +42,7 @@ type storesBatch struct {
 }
 
 func newStoresBatch(p Params, sp process.Stores, ordered []*kgo.Record) *storesBatch {
-	sx := &storesBatch{sp: sp, view: p.View, due: p.Due, keyTimers: p.KeyTimers, name: p.Name, partition: p.Partition, xs: make(map[*bucket]*storesBucket),
-		before: p.View.StreamTime(), now: p.View.Now(), at: make([]int64, len(ordered))}
+	sx := &storesBatch{sp: sp, view: p.View, due: p.Due, keyTimers: p.KeyTimers, name: p.Name, partition: p.Partition, before: p.View.StreamTime(), now: p.View.Now(), at: make([]int64, len(ordered))}
 	sx.nowMs = sx.now.UnixMilli()
 	st := sx.before
 	for i, r := range ordered {
@@ -52,6 +51,16 @@ func newStoresBatch(p Params, sp process.Stores, ordered []*kgo.Record) *storesB
 	}
 	sx.end = st
 	return sx
+}
+
+// newBucket returns the part of a new bucket, from a slab: a batch has at
+// most a bucket per record, and one per key with due timers.
+func (sx *storesBatch) newBucket() *storesBucket {
+	if len(sx.slab) == cap(sx.slab) {
+		sx.slab = make([]storesBucket, 0, min(max(len(sx.at), 16), 1024))
+	}
+	sx.slab = append(sx.slab, storesBucket{sx: sx})
+	return &sx.slab[len(sx.slab)-1]
 }
 
 // dueBy reports whether t is due by the batch's end: event time by its
@@ -88,7 +97,7 @@ func (sx *storesBatch) collectDue(byKey map[string]*bucket, buckets []*bucket, l
 	)
 	collect := func(t process.Timer) (bool, error) {
 		bk := byKey[string(t.Key)]
-		if bk == nil || len(sx.xs[bk].pos) == 0 {
+		if bk == nil || len(bk.x.pos) == 0 {
 			if limit > 0 && taken >= limit {
 				more = true
 				// The record buckets' timers may come later: read
@@ -99,12 +108,13 @@ func (sx *storesBatch) collectDue(byKey map[string]*bucket, buckets []*bucket, l
 		}
 		if bk == nil {
 			bk = &bucket{key: bytes.Clone(t.Key)}
-			sx.xs[bk] = &storesBucket{sx: sx, first: t.Due}
+			bk.x = sx.newBucket()
+			bk.x.first = t.Due
 			byKey[string(t.Key)] = bk
 			only = append(only, bk)
 		}
 		t.Key = bk.key
-		x := sx.xs[bk]
+		x := bk.x
 		x.due = append(x.due, t)
 		x.first = min(x.first, t.Due)
 		return true, nil
@@ -117,7 +127,7 @@ func (sx *storesBatch) collectDue(byKey map[string]*bucket, buckets []*bucket, l
 	}
 	if more && sx.keyTimers != nil {
 		for _, bk := range buckets {
-			x := sx.xs[bk]
+			x := bk.x
 			x.due = x.due[:0]
 			err := sx.keyTimers(bk.key, func(t process.Timer) error {
 				if sx.dueBy(t) {
@@ -132,7 +142,7 @@ func (sx *storesBatch) collectDue(byKey map[string]*bucket, buckets []*bucket, l
 		}
 	}
 	slices.SortStableFunc(only, func(a, b *bucket) int {
-		if c := cmp.Compare(sx.xs[a].first, sx.xs[b].first); c != 0 {
+		if c := cmp.Compare(a.x.first, b.x.first); c != 0 {
 			return c
 		}
 		return bytes.Compare(a.key, b.key)
@@ -155,7 +165,7 @@ func (sx *storesBatch) merge(res *Result, buckets []*bucket) {
 	}
 	var writers map[wkey][]*bucket
 	for _, bk := range buckets {
-		x := sx.xs[bk]
+		x := bk.x
 		if len(x.writes) == 0 {
 			continue
 		}
@@ -173,7 +183,7 @@ func (sx *storesBatch) merge(res *Result, buckets []*bucket) {
 	// each, walking the buckets and their lists backwards.
 	voids := make([]voided, len(buckets))
 	for b, bk := range buckets {
-		x := sx.xs[bk]
+		x := bk.x
 		v := &voids[b]
 		for _, ex := range x.expiries {
 			lost := false
@@ -203,8 +213,16 @@ func (sx *storesBatch) merge(res *Result, buckets []*bucket) {
 	var seenW map[wkey]struct{}
 	type tkey struct{ key, name string }
 	var seenT map[tkey]struct{}
+	// Without operations on other keys' timers, the buckets' timers
+	// differ (a bucket per key): they dedupe per bucket, by name.
+	foreign, ntimers := false, 0
+	for _, bk := range buckets {
+		foreign = foreign || bk.x.foreign
+		ntimers += len(bk.x.timers)
+	}
+	res.Timers = slices.Grow(res.Timers, ntimers)
 	for b := len(buckets) - 1; b >= 0; b-- {
-		x, v := sx.xs[buckets[b]], &voids[b]
+		x, v := buckets[b].x, &voids[b]
 		for i := len(x.writes) - 1; i >= 0; i-- {
 			if v.w[i] {
 				continue
@@ -219,8 +237,15 @@ func (sx *storesBatch) merge(res *Result, buckets []*bucket) {
 			seenW[k] = struct{}{}
 			res.StoreWrites = append(res.StoreWrites, x.writes[i])
 		}
+		from := len(res.Timers)
 		for i := len(x.timers) - 1; i >= 0; i-- {
 			if v.t[i] {
+				continue
+			}
+			if !foreign && len(x.timers) <= ownScan {
+				if !slices.ContainsFunc(res.Timers[from:], func(t process.TimerOp) bool { return t.Name == x.timers[i].Name }) {
+					res.Timers = append(res.Timers, x.timers[i])
+				}
 				continue
 			}
 			k := tkey{string(x.timers[i].Key), x.timers[i].Name}
@@ -269,8 +294,16 @@ type storesBucket struct {
 	writes []process.StoreWrite
 	timers []process.TimerOp
 	over   map[overKey]overVal
+	// fixed: the operations before it are not replaced (putOwn), as
+	// expiries refer to them by index. foreign: timers holds operations
+	// on timers of other keys.
+	fixed   int
+	foreign bool
 	// stream is the stream time of the running call.
 	stream int64
+	// cs is the view of the running call (a bucket's calls run one at a
+	// time).
+	cs callState
 }
 
 type overKey struct {
@@ -299,7 +332,7 @@ type overVal struct {
 // that record (or at the batch's Now, for wall-clock ones) fire; after
 // the last record, those due at the batch's end.
 func runStoresBucket(ctx context.Context, p *Params, bk *bucket, stateful bool) {
-	x := p.sx.xs[bk]
+	x := bk.x
 	if len(x.due) > 0 {
 		x.pending = make(map[string]process.Timer, len(x.due))
 		for _, t := range x.due {
@@ -384,6 +417,7 @@ func (x *storesBucket) fire(ctx context.Context, p *Params, bk *bucket, st int64
 		ex := expiry{fired: len(x.firedTimers), cancel: len(x.timers), w: len(x.writes)}
 		x.firedTimers = append(x.firedTimers, process.Timer{Key: bk.key, Name: t.Name, Kind: t.Kind, Due: t.Due})
 		x.timers = append(x.timers, process.TimerOp{Timer: process.Timer{Key: bk.key, Name: t.Name, Kind: t.Kind, Due: t.Due}, Cancel: true})
+		x.fixed = len(x.timers)
 		x.stream = st
 		res, err := fireTimer(ctx, x.sx.sp, t, *cur, *found, x.view(bk, *cur, *found))
 		if err == nil {
@@ -483,10 +517,12 @@ func (x *storesBucket) apply(bk *bucket, res stage.Result) {
 		x.writes = append(x.writes, w)
 	}
 	for _, op := range res.Timers {
-		x.timers = append(x.timers, op)
 		if !bytes.Equal(op.Key, bk.key) {
+			x.foreign = true
+			x.timers = append(x.timers, op)
 			continue
 		}
+		x.putOwn(op)
 		if op.Cancel || !x.sx.dueBy(op.Timer) {
 			delete(x.pending, op.Name) // nil: a no-op
 			continue
@@ -498,10 +534,29 @@ func (x *storesBucket) apply(bk *bucket, res stage.Result) {
 	}
 }
 
+// putOwn adds op, an operation on a timer of the bucket's key, to its
+// timer operations. It replaces the latest operation on the same timer
+// among the last ownScan ones after fixed (a timer re-armed by every
+// record has one), else appends: merge keeps the last per timer either
+// way.
+func (x *storesBucket) putOwn(op process.TimerOp) {
+	for i := len(x.timers) - 1; i >= max(x.fixed, len(x.timers)-ownScan); i-- {
+		if t := &x.timers[i]; t.Name == op.Name && bytes.Equal(t.Key, op.Key) {
+			*t = op
+			return
+		}
+	}
+	x.timers = append(x.timers, op)
+}
+
+// ownScan bounds the operations putOwn looks through.
+const ownScan = 8
+
 // view is the process.State of a call of the bucket: Params.View under
 // the bucket's own writes, its key's default state being cur.
 func (x *storesBucket) view(bk *bucket, cur []byte, found bool) process.State {
-	return &callState{x: x, key: bk.key, cur: cur, found: found, stream: x.stream}
+	x.cs = callState{x: x, key: bk.key, cur: cur, found: found, stream: x.stream}
+	return &x.cs
 }
 
 type callState struct {

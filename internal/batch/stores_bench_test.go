@@ -55,6 +55,9 @@ func BenchmarkRunStoresChunk(b *testing.B) {
 		{"plain", transformer.New(count(false))},
 		{"timers", transformer.New(count(true), transformer.StateTTL(time.Hour, transformer.EventTime),
 			transformer.OnTimer(func(context.Context, transformer.Timer, int, *transformer.Emitter[int]) error { return nil }))},
+		{"ontimer", transformer.New(count(false),
+			transformer.OnTimer(func(context.Context, transformer.Timer, int, *transformer.Emitter[int]) error { return nil }))},
+		{"ttl", transformer.New(count(false), transformer.StateTTL(time.Hour, transformer.EventTime))},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			tr, ok := stage.TransformerOf(tc.st)

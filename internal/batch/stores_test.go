@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand"
 	"slices"
 	"sort"
 	"strings"
@@ -567,4 +568,73 @@ func TestRunRefusesBadTimerOps(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, res.Timers, 1)
 	})
+}
+
+// TestRunKeepsLastOperationPerTimer checks Result.Timers against a model:
+// records of a few keys set and cancel timers of their own key and of
+// others, more names than a bucket replaces in place; the result holds,
+// per key and name, the operation of the last call in bucket order (the
+// order of the keys' first records), and nothing else.
+func TestRunKeepsLastOperationPerTimer(t *testing.T) {
+	for seed := range int64(200) {
+		r := rand.New(rand.NewSource(seed))
+		keys := []string{"a", "b", "c"}[:1+r.Intn(3)]
+		foreign := r.Intn(2) == 0
+		type op struct {
+			key, name string
+			cancel    bool
+			due       int64
+		}
+		script := map[int64][]op{}
+		var recs []*kgo.Record
+		for i := range int64(1 + r.Intn(30)) {
+			k := keys[r.Intn(len(keys))]
+			recs = append(recs, trec(i, k, fmt.Sprint(i), 1))
+			for range r.Intn(4) {
+				o := op{key: k, name: fmt.Sprintf("t%d", r.Intn(12)), cancel: r.Intn(4) == 0, due: 1000 + r.Int63n(1000)}
+				if foreign && r.Intn(3) == 0 {
+					o.key = keys[r.Intn(len(keys))]
+				}
+				script[i] = append(script[i], o)
+			}
+		}
+		// The model: buckets run in the order of their keys' first
+		// records; a bucket's calls in record order.
+		var order []string
+		for _, rec := range recs {
+			if !slices.Contains(order, string(rec.Key)) {
+				order = append(order, string(rec.Key))
+			}
+		}
+		want := map[string]op{}
+		for _, k := range order {
+			for _, rec := range recs {
+				if string(rec.Key) != k {
+					continue
+				}
+				for _, o := range script[rec.Offset] {
+					want[o.key+"/"+o.name] = o
+				}
+			}
+		}
+		sp := &scripted{onRecord: func(in process.Input, _ []byte, _ process.State) (process.Result, error) {
+			var res process.Result
+			for _, o := range script[in.Record.Offset] {
+				res.Timers = append(res.Timers, process.TimerOp{Timer: timer(o.key, o.name, process.EventTime, o.due), Cancel: o.cancel})
+			}
+			return res, nil
+		}}
+		res, err := batch.Run(context.Background(), storesParams(sp, &memView{}), recs)
+		require.NoError(t, err)
+		got := map[string]op{}
+		for _, o := range res.Timers {
+			k := string(o.Key) + "/" + o.Name
+			require.NotContains(t, got, k, "seed %d: two operations on timer %s", seed, k)
+			got[k] = op{key: string(o.Key), name: o.Name, cancel: o.Cancel, due: o.Due}
+			if o.Cancel {
+				got[k] = op{key: string(o.Key), name: o.Name, cancel: true, due: want[k].due}
+			}
+		}
+		require.Equal(t, want, got, "seed %d", seed)
+	}
 }
