@@ -63,7 +63,8 @@ const DefaultStore = 0
 // transaction before the batch began, under the writes of the calls of
 // the same bucket before this one. Other buckets' writes of the same
 // batch are not visible: reads are deterministic however the buckets of
-// a batch are scheduled.
+// a batch are scheduled. A State is valid during its call only: the
+// bucket's next call may reuse it.
 type State interface {
 	// Get returns the encoded value of key in store (DefaultStore or a
 	// named store's index + 1).
