@@ -19,7 +19,7 @@ var (
 	timerBenchRecords = flag.Int("timers-records", 100_000, "records per run of BenchmarkTimersThroughput")
 	timerBenchKeys    = flag.Int("timers-keys", 10_000, "keys of BenchmarkTimersThroughput")
 	timerBenchCommit  = flag.Duration("timers-commit-interval", 0, "commit interval of BenchmarkTimersThroughput (0: the default)")
-	timerBenchVariant = flag.String("timers-variant", "both", "what the timed transformer of BenchmarkTimersThroughput does: both (a timer re-armed by every record, and StateTTL), timer (the timer only), ttl (StateTTL only), once (a timer set when a key is new, and StateTTL)")
+	timerBenchVariant = flag.String("timers-variant", "both", "what the timed transformer of BenchmarkTimersThroughput does: both (a timer re-armed by every record, and StateTTL), timer (the timer only), ttl (StateTTL only), once (a timer set when a key is new, and StateTTL), none (OnTimer, but no timer and no TTL: what a stage with timers pays before it sets one)")
 )
 
 // benchCounter counts per key and emits the count. With timers, by
@@ -27,8 +27,8 @@ var (
 // hour after each record (a timer per key, replaced by every record) and
 // expires the state after an hour of event time (StateTTL); "timer" and
 // "ttl" do one of the two; "once" sets the timer only when the key is new,
-// with StateTTL. The bookkeeping is paid on every record, and nothing
-// fires.
+// with StateTTL; "none" only registers OnTimer. The bookkeeping is paid
+// on every record, and nothing fires.
 func benchCounter(out string, timers bool, variant string) *transformer.Stage[int] {
 	fn := func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
 		n++
@@ -45,7 +45,7 @@ func benchCounter(out string, timers bool, variant string) *transformer.Stage[in
 	opts := []transformer.Opt{
 		transformer.OnTimer(func(context.Context, transformer.Timer, int, *transformer.Emitter[int]) error { return nil }),
 	}
-	if variant != "timer" {
+	if variant != "timer" && variant != "none" {
 		opts = append(opts, transformer.StateTTL(time.Hour, transformer.EventTime))
 	}
 	return transformer.New(fn, opts...)
@@ -63,8 +63,8 @@ func benchCounter(out string, timers bool, variant string) *transformer.Stage[in
 //
 //	go test ./runner/ -run '^$' -bench BenchmarkTimersThroughput -benchtime 1x
 func BenchmarkTimersThroughput(b *testing.B) {
-	if v := *timerBenchVariant; !slices.Contains([]string{"both", "timer", "ttl", "once"}, v) {
-		b.Fatalf("-timers-variant %q: want both, timer, ttl or once", v)
+	if v := *timerBenchVariant; !slices.Contains([]string{"both", "timer", "ttl", "once", "none"}, v) {
+		b.Fatalf("-timers-variant %q: want both, timer, ttl, once or none", v)
 	}
 	for range b.N {
 		c := kafkatest.New(b)
