@@ -3,6 +3,7 @@ package integration
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -337,6 +338,45 @@ func readStable(t testing.TB, c *kafkatest.Cluster, topic string) []*kgo.Record 
 		return stable
 	})
 	return c.ReadCommitted(t, topic)
+}
+
+// markers counts the transaction markers in partition 0 of topic from
+// offset from to its end, read_uncommitted: those that commit and those
+// that abort.
+func markers(t testing.TB, c *kafkatest.Cluster, topic string, from int64) (commits, aborts int) {
+	t.Helper()
+	end := c.EndOffsets(t, topic)[0]
+	if from >= end {
+		return 0, 0
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(from)}}),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()), kgo.KeepControlRecords())
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for next := from; next < end; {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "reading %s from offset %d to %d", topic, from, end)
+		require.NoError(t, fs.Err())
+		fs.EachRecord(func(r *kgo.Record) {
+			next = r.Offset + 1
+			if !r.Attrs.IsControl() || r.Offset >= end {
+				return
+			}
+			// A control record's key: version (int16), type (int16):
+			// 0 aborts, 1 commits.
+			require.Len(t, r.Key, 4, "control record at offset %d", r.Offset)
+			switch binary.BigEndian.Uint16(r.Key[2:]) {
+			case 0:
+				aborts++
+			case 1:
+				commits++
+			}
+		})
+	}
+	return commits, aborts
 }
 
 // requireOffsets waits until the group's committed offsets of topic equal
