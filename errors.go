@@ -40,7 +40,10 @@ const (
 	// gone, also when the inputs' records below them were deleted. Restore
 	// the topic, or reset offsets and state ("flechtwerk reset APP --state",
 	// which marks the offsets with changelog.ResetMarker) to go on from
-	// empty state.
+	// empty state. The same holds for the changelog of a named store or
+	// of the timer store once a committed offset names the store in its
+	// metadata (changelog.StoresMetadata); a store no offset names was
+	// added to the application and starts empty.
 	CodeChangelogMissing Code = "CHANGELOG_MISSING"
 	// CodeTransactionTimeout: the transaction timeout does not exceed the
 	// time a batch (or an extractor page) may take.

@@ -100,7 +100,9 @@
 // configuration), every task restores each after its fence, and its
 // transactions write all of them. An application that adds a store or
 // timers keeps its default changelog and state; the new stores start
-// empty. The worker of a task with timers wakes for its next wall-clock
+// empty. The input offsets name the stores in their commit metadata, so a
+// store's changelog lost once offsets named it is CHANGELOG_MISSING at
+// start, as a lost default changelog is. The worker of a task with timers wakes for its next wall-clock
 // timer when it has no records and runs a batch without records that
 // fires it (and whatever else is due), so a wall-clock timer fires within
 // about a commit interval of its due time, idle or not; event-time timers

@@ -311,6 +311,7 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 			Partition: t.cfg.Partition,
 			Next:      maps.Clone(o.offsets),
 			TopicIDs:  t.cfg.TopicIDs,
+			Metadata:  t.cfg.OffsetsMetadata,
 			Member:    t.cfg.Member,
 		}
 	}

@@ -31,6 +31,9 @@ type Config struct {
 	InputTopics []string
 	// TopicIDs of the input topics, for TxnOffsetCommit v6+.
 	TopicIDs map[string][16]byte
+	// OffsetsMetadata is the commit metadata of the task's input offsets
+	// (changelog.StoresMetadata of its named stores and timer store).
+	OffsetsMetadata string
 	// Changelog topic; empty for stateless processors.
 	Changelog string
 	// StateDir is the root of all stores.
@@ -341,6 +344,7 @@ func (t *Task) Commit(ctx context.Context, b *Batch) error {
 		Partition: t.cfg.Partition,
 		Next:      b.Offsets,
 		TopicIDs:  t.cfg.TopicIDs,
+		Metadata:  t.cfg.OffsetsMetadata,
 		Member:    t.cfg.Member,
 	})
 	if err != nil {

@@ -95,6 +95,8 @@ type Offsets struct {
 	Next map[string]int64
 	// TopicIDs are the topics' IDs, for TxnOffsetCommit v6+.
 	TopicIDs map[string][16]byte
+	// Metadata is every offset's commit metadata (empty: none).
+	Metadata string
 	// Member returns the identity of the group member that owns the
 	// partition: its member ID and generation (kgo.Client.GroupMetadata).
 	// It is read each time TxnOffsetCommit is sent, and the request
@@ -229,6 +231,9 @@ func (p *Producer) sendOffsets(ctx context.Context, o *Offsets, added bool) erro
 		rp.Partition = o.Partition
 		rp.Offset = o.Next[topic]
 		rp.LeaderEpoch = -1
+		if o.Metadata != "" {
+			rp.Metadata = &o.Metadata
+		}
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 	}

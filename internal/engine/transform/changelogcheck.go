@@ -25,6 +25,28 @@ import (
 // (nothing processed), or offsets a state reset committed (their metadata
 // is changelog.ResetMarker).
 func requireChangelogOrNewGroup(ctx context.Context, adm *kadm.Client, log *slog.Logger, topic, g string, inputs []string) error {
+	return requireChangelog(ctx, adm, log, topic, g, inputs, "the changelog", func(o kadm.OffsetResponse) bool {
+		return o.Metadata != changelog.ResetMarker
+	})
+}
+
+// requireStoreChangelog refuses to start a processor whose named store
+// (or timer store) name has lost its changelog topic while a committed
+// input offset names the store in its metadata (changelog.NamesStore):
+// that offset accounts for state the topic held. A store no committed
+// offset names was added to the application and starts empty: offsets
+// committed before the runner recorded store names, or by other means,
+// name none.
+func requireStoreChangelog(ctx context.Context, adm *kadm.Client, log *slog.Logger, topic, name, g string, inputs []string) error {
+	return requireChangelog(ctx, adm, log, topic, g, inputs, "the changelog of store "+name, func(o kadm.OffsetResponse) bool {
+		return changelog.NamesStore(o.Metadata, name)
+	})
+}
+
+// requireChangelog refuses with CHANGELOG_MISSING when topic (what
+// names it) does not exist and a committed offset of an input, past 0,
+// accounts for state it held (accounts).
+func requireChangelog(ctx context.Context, adm *kadm.Client, log *slog.Logger, topic, g string, inputs []string, what string, accounts func(kadm.OffsetResponse) bool) error {
 	exists, err := topicExists(ctx, adm, topic)
 	if err != nil || exists {
 		return err
@@ -38,11 +60,11 @@ func requireChangelogOrNewGroup(ctx context.Context, adm *kadm.Client, log *slog
 	}
 	if err != nil {
 		// A failed fetch is not a "no": refuse rather than risk state loss.
-		return fmt.Errorf("runner: changelog %s is missing and the committed offsets of group %s could not be read: %w", topic, g, err)
+		return fmt.Errorf("runner: %s %s is missing and the committed offsets of group %s could not be read: %w", what, topic, g, err)
 	}
 	var committed []string
 	offs.Each(func(o kadm.OffsetResponse) {
-		if o.At <= 0 || o.Metadata == changelog.ResetMarker || !slices.Contains(inputs, o.Topic) {
+		if o.At <= 0 || !slices.Contains(inputs, o.Topic) || !accounts(o) {
 			return
 		}
 		committed = append(committed, fmt.Sprintf("%s/%d@%d", o.Topic, o.Partition, o.At))
@@ -52,10 +74,10 @@ func requireChangelogOrNewGroup(ctx context.Context, adm *kadm.Client, log *slog
 	}
 	slices.Sort(committed)
 	return flechtwerk.Errorf(flechtwerk.CodeChangelogMissing, "topic "+topic,
-		"the changelog does not exist, but group %s has committed input offsets (%s): the state they account for is gone; "+
+		"%s does not exist, but group %s has committed input offsets (%s): the state they account for is gone; "+
 			"restore the changelog topic, or, to go on from empty state, stop every instance and reset offsets and state "+
 			"(flechtwerk reset %s --state, with --to earliest, latest or a time; it marks the offsets as a state reset)",
-		g, committed[0]+moreSuffix(len(committed)-1), g)
+		what, g, committed[0]+moreSuffix(len(committed)-1), g)
 }
 
 func moreSuffix(n int) string {

@@ -17,13 +17,21 @@ import (
 // request is refused here, unsent, when the member's ID is no longer
 // owner, the one the task runs under (run.owners): kgo reads the member
 // and generation just before it sends, and a member that rejoined under
-// a new ID holds a valid generation the coordinator would accept.
+// a new ID holds a valid generation the coordinator would accept. The
+// offsets carry the metadata of the transactional ones (run.offsetsMeta).
 func (rn *run) commitDirect(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, owner string) error {
 	rn.commitMu.Lock()
 	defer rn.commitMu.Unlock()
 	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
 		if req.MemberID != owner {
 			return fmt.Errorf("the group member rejoined as %s, the task runs under %s: %w", req.MemberID, owner, kerr.UnknownMemberID)
+		}
+		if rn.offsetsMeta != "" {
+			for i := range req.Topics {
+				for j := range req.Topics[i].Partitions {
+					req.Topics[i].Partitions[j].Metadata = &rn.offsetsMeta
+				}
+			}
 		}
 		return nil
 	})

@@ -441,6 +441,7 @@ func (rn *run) taskConfig(n int32, owner string) task.Config {
 		Partition:          n,
 		InputTopics:        c.InputTopics,
 		TopicIDs:           rn.topicIDs,
+		OffsetsMetadata:    rn.offsetsMeta,
 		Changelog:          rn.changelog,
 		StateDir:           c.StateDir,
 		TransactionTimeout: c.TransactionTimeout,

@@ -103,9 +103,11 @@ func Run(ctx context.Context, p Params) error {
 	for _, s := range storeTopics {
 		// Created like the default changelog, or checked to have the
 		// inputs' partitions. A store added to an existing application
-		// starts empty: a missing topic is not refused as the default
-		// changelog's is.
+		// starts empty; one whose topic was lost is refused.
 		if err := startupRetry(ctx, c, "checking the changelog of store "+s.name, func() error {
+			if err := requireStoreChangelog(ctx, adm, c.Logger, s.topic, s.name, c.Group(), c.InputTopics); err != nil {
+				return err
+			}
 			return changelog.Ensure(ctx, adm, s.topic, partitions, c.Replication)
 		}); err != nil {
 			return err
@@ -121,6 +123,7 @@ func Run(ctx context.Context, p Params) error {
 		stores:      map[int32]*store.Store{},
 		named:       map[int32]map[string]*store.Store{},
 		storeSpecs:  storeTopics,
+		offsetsMeta: changelog.StoresMetadata(storeTopicNames(storeTopics)),
 		adm:         adm,
 		base:        base,
 		changelog:   changelogTopic,
@@ -275,6 +278,9 @@ type run struct {
 	// tasks, by name; storeSpecs their names and changelogs.
 	named      map[int32]map[string]*store.Store
 	storeSpecs []storeTopic
+	// offsetsMeta is the commit metadata of every input offset: the
+	// store names (changelog.StoresMetadata).
+	offsetsMeta string
 
 	// standby holds the standby replicas (StandbyReplicas).
 	standby standbys
@@ -320,9 +326,11 @@ func storeTopics(app string, proc stage.Transformer) []storeTopic {
 }
 
 // storeNames returns the names of storeSpecs.
-func (rn *run) storeNames() []string {
-	names := make([]string, len(rn.storeSpecs))
-	for i, s := range rn.storeSpecs {
+func (rn *run) storeNames() []string { return storeTopicNames(rn.storeSpecs) }
+
+func storeTopicNames(specs []storeTopic) []string {
+	names := make([]string, len(specs))
+	for i, s := range specs {
 		names[i] = s.name
 	}
 	return names
