@@ -26,6 +26,9 @@ const (
 
 // StoresMetadata returns the offset commit metadata that names stores: ""
 // for none (the metadata of a processor without named stores or timers).
+// It is the names, or beyond 1024 bytes a hash of each (9 bytes a store):
+// a broker whose offset.metadata.max.bytes (4096 by default) is smaller
+// refuses the commits (OFFSET_METADATA_TOO_LARGE).
 func StoresMetadata(names []string) string {
 	if len(names) == 0 {
 		return ""
@@ -51,6 +54,12 @@ func NamesStore(metadata, name string) bool {
 		return slices.Contains(strings.Split(list, ","), hashName(name))
 	}
 	return false
+}
+
+// HasStores reports whether metadata names stores (see StoresMetadata):
+// a reset that keeps the state keeps such metadata.
+func HasStores(metadata string) bool {
+	return strings.HasPrefix(metadata, storesPrefix) || strings.HasPrefix(metadata, hashedPrefix)
 }
 
 func hashName(name string) string {

@@ -21,6 +21,9 @@ func TestStoresMetadataNamesItsStores(t *testing.T) {
 	}
 	require.False(t, changelog.NamesStore(changelog.ResetMarker, "seen"))
 	require.False(t, changelog.NamesStore("", "seen"))
+	require.True(t, changelog.HasStores(m))
+	require.False(t, changelog.HasStores(changelog.ResetMarker))
+	require.False(t, changelog.HasStores(""))
 
 	// Beyond the names form's bound: hashed, still answering per name.
 	var many []string
@@ -34,4 +37,5 @@ func TestStoresMetadataNamesItsStores(t *testing.T) {
 		require.True(t, changelog.NamesStore(m, n), n)
 	}
 	require.False(t, changelog.NamesStore(m, "store-with-a-rather-long-name-40"))
+	require.True(t, changelog.HasStores(m))
 }

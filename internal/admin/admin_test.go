@@ -484,3 +484,36 @@ func TestEveryResetPathStarts(t *testing.T) {
 	a.stop(t)
 	require.Equal(t, "11", lastOf("k0"), "state rebuilt from all 11 inputs of k0")
 }
+
+// TestResetKeepsStoreNames: a reset that keeps the state keeps the store
+// names of the offsets it moves (so the next start still refuses a lost
+// store changelog); a state reset replaces them with the reset marker.
+func TestResetKeepsStoreNames(t *testing.T) {
+	c := kafkatest.New(t)
+	in, id := kafkatest.Name("in"), kafkatest.Name("app")
+	c.CreateTopic(t, in, 2)
+	produceKeyed(t, c, in, counts(20, 4)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := changelog.StoresMetadata([]string{"seen", changelog.TimersName})
+	os := kadm.Offsets{}
+	os.Add(kadm.Offset{Topic: in, Partition: 0, At: 3, LeaderEpoch: -1, Metadata: names})
+	os.Add(kadm.Offset{Topic: in, Partition: 1, At: 2, LeaderEpoch: -1, Metadata: names})
+	require.NoError(t, c.Adm.CommitAllOffsets(ctx, id, os))
+	metadata := func() map[int32]string {
+		offs, err := c.Adm.FetchOffsets(ctx, id)
+		require.NoError(t, err)
+		m := map[int32]string{}
+		offs.Each(func(o kadm.OffsetResponse) { m[o.Partition] = o.Metadata })
+		return m
+	}
+
+	r := cli(t, c, "", "reset", id, "--input", in, "--to", "latest", "--yes")
+	require.Equal(t, admin.ExitOK, r.code, r.stderr)
+	require.Equal(t, c.EndOffsets(t, in), c.CommittedOffsets(t, id, in))
+	require.Equal(t, map[int32]string{0: names, 1: names}, metadata())
+
+	r = cli(t, c, "", "reset", id, "--input", in, "--to", "earliest", "--state", "--yes")
+	require.Equal(t, admin.ExitOK, r.code, r.stderr)
+	require.Equal(t, map[int32]string{0: changelog.ResetMarker, 1: changelog.ResetMarker}, metadata())
+}

@@ -63,6 +63,10 @@ type ResetOffset struct {
 	// current offset while the changelog is missing (the state is still
 	// empty).
 	StateReset bool `json:"state_reset,omitempty"`
+	// Stores is the current offset's metadata naming the application's
+	// stores (changelog.StoresMetadata), kept by a reset that keeps the
+	// state: the next start then still refuses a lost store changelog.
+	Stores string `json:"stores,omitempty"`
 }
 
 // ResetOptions says what PlanReset plans. Exactly one target is used: Offset,
@@ -364,6 +368,9 @@ func PlanReset(ctx context.Context, adm *kadm.Client, app string, o ResetOptions
 			// While the changelog is missing the state is still empty:
 			// a state reset not yet started from stays one.
 			r.StateReset = !changelogExists && c.Metadata == changelog.ResetMarker
+			if changelog.HasStores(c.Metadata) {
+				r.Stores = c.Metadata
+			}
 		}
 		switch {
 		case o.Offset != nil:
@@ -443,7 +450,8 @@ func topicExists(ctx context.Context, adm *kadm.Client, topic string) (bool, err
 }
 
 // ApplyReset commits plan's offsets to the group (marked as a state reset
-// when plan.State is set) and deletes the changelog it names, then waits
+// when plan.State is set, else with the store names their current offsets
+// carry) and deletes the changelog it names, then waits
 // until the topic is gone, so that the next start creates it anew. It
 // refuses a plan that moves offsets back onto kept state without
 // plan.KeepState (ErrReplayOntoState). The broker rejects the commit if a
@@ -461,7 +469,7 @@ func ApplyReset(ctx context.Context, adm *kadm.Client, plan *ResetPlan) error {
 	}
 	os := kadm.Offsets{}
 	for _, o := range plan.Offsets {
-		meta := ""
+		meta := o.Stores
 		if plan.State || o.StateReset {
 			meta = changelog.ResetMarker
 		}
