@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk"
@@ -61,10 +62,20 @@ func TestLostStoreChangelogRefused(t *testing.T) {
 	noop := func(context.Context, *transformer.Record, *transformer.Outputs) error { return nil }
 
 	// Without stores: the offsets carry no store names.
+	metadata := func() map[int32]string {
+		offs, err := c.Adm.FetchOffsets(context.Background(), app)
+		require.NoError(t, err)
+		m := map[int32]string{}
+		offs.Each(func(o kadm.OffsetResponse) { m[o.Partition] = o.Metadata })
+		return m
+	}
 	stop := run(transformer.Stateless(noop))
 	produce(0, 5)
 	committed(5)
 	require.NoError(t, stop())
+	for p, m := range metadata() {
+		require.False(t, changelog.HasStores(m), "partition %d: metadata %q", p, m)
+	}
 
 	// A store added: it starts empty, and the offsets name it.
 	seen := transformer.NewStore[int]("seen", nil)
@@ -77,16 +88,18 @@ func TestLostStoreChangelogRefused(t *testing.T) {
 	stop = run(withStore)
 	produce(5, 8)
 	committed(8)
-	produce(8, 10) // partition 1: a direct commit
+	timers := changelog.TimersTopic(app)
+	c.WaitSettled(t, timers)
+	before := c.EndOffsets(t, timers)[1]
+	produce(8, 10)
 	committed(10)
 	require.NoError(t, stop())
-	offs, err := c.Adm.FetchOffsets(context.Background(), app)
-	require.NoError(t, err)
-	for p := range int32(2) {
-		o, ok := offs.Lookup(in, p)
-		require.True(t, ok)
-		require.True(t, changelog.NamesStore(o.Metadata, "seen"), "partition %d: metadata %q", p, o.Metadata)
-		require.True(t, changelog.NamesStore(o.Metadata, changelog.TimersName), "partition %d: metadata %q", p, o.Metadata)
+	// Partition 1's last offsets committed without a transaction: no
+	// marker (nor record) was added to its changelog partitions.
+	require.Equal(t, before, c.EndOffsets(t, timers)[1], "partition 1 committed in a transaction")
+	for p, m := range metadata() {
+		require.True(t, changelog.NamesStore(m, "seen"), "partition %d: metadata %q", p, m)
+		require.True(t, changelog.NamesStore(m, changelog.TimersName), "partition %d: metadata %q", p, m)
 	}
 
 	// The store's changelog lost: refused, nothing started.

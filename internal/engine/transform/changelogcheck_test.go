@@ -79,3 +79,58 @@ func TestRequireChangelogOrNewGroup(t *testing.T) {
 		})
 	}
 }
+
+// TestRequireStoreChangelog: a store's missing changelog is refused only
+// when a committed offset of an input, past 0, names the store in its
+// metadata; offsets that name other stores, none, or carry the reset
+// marker, and offsets of other topics, let the store start empty.
+func TestRequireStoreChangelog(t *testing.T) {
+	ctx := context.Background()
+	c := kafkatest.New(t)
+	seen := changelog.StoresMetadata([]string{"seen", changelog.TimersName})
+	for _, tc := range []struct {
+		name     string
+		commit   int64 // -1: none
+		metadata string
+		other    bool // the commit is of a topic that is not an input
+		exists   bool // the store's changelog exists
+		missing  bool // CHANGELOG_MISSING
+	}{
+		{name: "new group", commit: -1},
+		{name: "offsets name the store", commit: 6, metadata: seen, missing: true},
+		{name: "offsets name other stores", commit: 6, metadata: changelog.StoresMetadata([]string{"totals"})},
+		{name: "offsets name no store", commit: 6, metadata: "kgo-member"},
+		{name: "state reset", commit: 6, metadata: changelog.ResetMarker},
+		{name: "nothing processed", commit: 0, metadata: seen},
+		{name: "not an input", commit: 6, metadata: seen, other: true},
+		{name: "changelog exists", commit: 6, metadata: seen, exists: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app, in, other := kafkatest.Name("app"), kafkatest.Name("in"), kafkatest.Name("other")
+			c.CreateTopic(t, in, 2)
+			c.CreateTopic(t, other, 2)
+			topic := changelog.StoreTopic(app, "seen")
+			if tc.commit >= 0 {
+				committed := in
+				if tc.other {
+					committed = other
+				}
+				os := kadm.Offsets{}
+				os.Add(kadm.Offset{Topic: committed, Partition: 1, At: tc.commit, LeaderEpoch: -1, Metadata: tc.metadata})
+				require.NoError(t, c.Adm.CommitAllOffsets(ctx, app, os))
+			}
+			if tc.exists {
+				c.CreateTopic(t, topic, 2)
+			}
+			err := requireStoreChangelog(ctx, c.Adm, slog.New(slog.DiscardHandler), topic, "seen", app, []string{in})
+			if !tc.missing {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, flechtwerk.ErrChangelogMissing)
+			require.ErrorContains(t, err, topic)
+			require.ErrorContains(t, err, "store seen")
+			require.ErrorContains(t, err, fmt.Sprintf("%s/1@%d", in, tc.commit))
+		})
+	}
+}

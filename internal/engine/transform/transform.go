@@ -86,11 +86,21 @@ func Run(ctx context.Context, p Params) error {
 	for name, info := range infos {
 		topicIDs[name] = info.ID
 	}
+	// The cluster answered already (the inputs were described): a
+	// transient error from here on is ridden out (startupRetry). Every
+	// store's changelog is checked before any changelog is created: a
+	// store whose topic was lost is refused, one added to an existing
+	// application starts empty.
+	for _, s := range storeTopics {
+		if err := startupRetry(ctx, c, "checking the changelog of store "+s.name, func() error {
+			return requireStoreChangelog(ctx, adm, c.Logger, s.topic, s.name, c.Group(), c.InputTopics)
+		}); err != nil {
+			return err
+		}
+	}
 	var changelogTopic string
 	if p.Proc.Stateful() {
 		changelogTopic = c.Changelog()
-		// The cluster answered already (the inputs were described): a
-		// transient error from here on is ridden out (startupRetry).
 		if err := startupRetry(ctx, c, "checking the changelog", func() error {
 			if err := requireChangelogOrNewGroup(ctx, adm, c.Logger, changelogTopic, c.Group(), c.InputTopics); err != nil {
 				return err
@@ -102,12 +112,8 @@ func Run(ctx context.Context, p Params) error {
 	}
 	for _, s := range storeTopics {
 		// Created like the default changelog, or checked to have the
-		// inputs' partitions. A store added to an existing application
-		// starts empty; one whose topic was lost is refused.
-		if err := startupRetry(ctx, c, "checking the changelog of store "+s.name, func() error {
-			if err := requireStoreChangelog(ctx, adm, c.Logger, s.topic, s.name, c.Group(), c.InputTopics); err != nil {
-				return err
-			}
+		// inputs' partitions.
+		if err := startupRetry(ctx, c, "creating the changelog of store "+s.name, func() error {
 			return changelog.Ensure(ctx, adm, s.topic, partitions, c.Replication)
 		}); err != nil {
 			return err
