@@ -255,7 +255,8 @@ func (d *Driver) AdvanceStreamTime(ctx context.Context, t time.Time) (*Batch, er
 
 // StreamTime returns the stream time of task partition p: the largest
 // timestamp of its records so far (or AdvanceStreamTime's), the zero
-// Unix time before any.
+// Unix time before any. Records the policy dropped because they did not
+// decode do not count.
 func (d *Driver) StreamTime(p int32) time.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -208,9 +208,8 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 	stateful := tr.Stateful()
 	var sx *storesBatch
 	if sp != nil {
-		sx = newStoresBatch(p, sp, ordered)
+		sx = newStoresBatch(p, sp, len(ordered))
 		p.sx = sx
-		res.StreamTime = sx.end
 	}
 	// A stateless stage with stores has a timer store too (it holds the
 	// stream time) but sets no timer: its records need no key.
@@ -269,9 +268,12 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 		bk.in = append(bk.in, in)
 		if sx != nil {
 			bk.x.pos = append(bk.x.pos, i)
+			sx.seen(i, r)
 		}
 	}
 	if sx != nil {
+		sx.streamTimes()
+		res.StreamTime = sx.end
 		var err error
 		if buckets, res.MoreDue, err = sx.collectDue(byKey, buckets, p.MaxTimers); err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -33,24 +34,39 @@ type storesBatch struct {
 	// slab holds the buckets' own parts (newBucket).
 	slab []storesBucket
 	// at[i] is the stream time once ordered record i was seen (the
-	// largest timestamp up to and including it, and of earlier batches);
-	// the stream time before it is at[i-1] (before for i == 0).
+	// largest timestamp of the seen records up to and including it, and
+	// of earlier batches); the stream time before it is at[i-1] (before
+	// for i == 0).
 	at          []int64
 	before, end int64
 	now         time.Time
 	nowMs       int64
 }
 
-func newStoresBatch(p Params, sp process.Stores, ordered []*kgo.Record) *storesBatch {
-	sx := &storesBatch{sp: sp, view: p.View, due: p.Due, keyTimers: p.KeyTimers, name: p.Name, partition: p.Partition, before: p.View.StreamTime(), now: p.View.Now(), at: make([]int64, len(ordered))}
+func newStoresBatch(p Params, sp process.Stores, n int) *storesBatch {
+	sx := &storesBatch{sp: sp, view: p.View, due: p.Due, keyTimers: p.KeyTimers, name: p.Name, partition: p.Partition, before: p.View.StreamTime(), now: p.View.Now(), at: make([]int64, n)}
 	sx.nowMs = sx.now.UnixMilli()
+	for i := range sx.at {
+		sx.at[i] = math.MinInt64
+	}
+	return sx
+}
+
+// seen records that ordered record i, r, runs (r may be its policy's
+// substitute). A record the policy drops before its transform (one that
+// does not decode) is not seen: it does not move the stream time, as a
+// record dropped at deserialization does not in Kafka Streams.
+func (sx *storesBatch) seen(i int, r *kgo.Record) { sx.at[i] = r.Timestamp.UnixMilli() }
+
+// streamTimes turns the timestamps of the seen records into the stream
+// time at every record and at the batch's end.
+func (sx *storesBatch) streamTimes() {
 	st := sx.before
-	for i, r := range ordered {
-		st = max(st, r.Timestamp.UnixMilli())
+	for i, t := range sx.at {
+		st = max(st, t)
 		sx.at[i] = st
 	}
 	sx.end = st
-	return sx
 }
 
 // newBucket returns the part of a new bucket, from a slab: a batch has at

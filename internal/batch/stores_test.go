@@ -638,3 +638,48 @@ func TestRunKeepsLastOperationPerTimer(t *testing.T) {
 		require.Equal(t, want, got, "seed %d", seed)
 	}
 }
+
+// badPrepare is scripted whose records of value "bad" do not decode.
+type badPrepare struct{ *scripted }
+
+func (b badPrepare) Prepare(r *kgo.Record) (process.Input, error) {
+	if string(r.Value) == "bad" {
+		return process.Input{Record: r, Key: r.Key}, fmt.Errorf("value does not decode: %w", transformer.ErrInvalidRecord)
+	}
+	return b.scripted.Prepare(r)
+}
+
+// TestRunDroppedRecordKeepsStreamTime: a record the policy drops because
+// it does not decode (skipped or dead-lettered) does not move the stream
+// time, so a poison record with a timestamp far ahead fires no event-time
+// timer; a substituted one runs, and its timestamp counts.
+func TestRunDroppedRecordKeepsStreamTime(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		pol    *batch.Policy
+		stream int64
+		fired  int
+	}{
+		{"skip", &batch.Policy{Mode: batch.Skip}, 100, 0},
+		{"dead letter", &batch.Policy{Mode: batch.DeadLetter, DeadLetterTopic: "dlq"}, 100, 0},
+		{"substitute", &batch.Policy{Mode: batch.Substitute, Substitute: func(*transformer.InvalidRecordError) ([]byte, error) { return []byte("sub"), nil }}, 4_000_000_000_000, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sp := &scripted{}
+			v := &memView{stream: 50, timers: []process.Timer{timer("a", "t", process.EventTime, 500)}, now: time.UnixMilli(1)}
+			p := storesParams(sp, v)
+			p.Transformer = badPrepare{sp}
+			p.Policy = tc.pol
+			res, err := batch.Run(context.Background(), p, []*kgo.Record{
+				trec(0, "x", "bad", 4_000_000_000_000),
+				trec(1, "a", "1", 100),
+			})
+			require.NoError(t, err)
+			require.Equal(t, tc.stream, res.StreamTime)
+			require.Equal(t, tc.fired, res.Fired)
+			if tc.fired == 0 {
+				require.Equal(t, []string{"a:rec 1@100"}, sp.byKey("a"))
+			}
+		})
+	}
+}
