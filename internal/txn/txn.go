@@ -166,6 +166,24 @@ func (p *Producer) Abort(ctx context.Context) error {
 	return nil
 }
 
+// partitionsPublished returns once franz-go has published the partitions
+// of every topic the transaction wrote. A client's first records to a
+// topic wait for its metadata; franz-go hands them to their partitions,
+// which may send and acknowledge them, before it publishes the topic's
+// partitions. An EndTxn that bumps the epoch (transaction version 2)
+// resets the sequence numbers of the published partitions only: ending
+// in that gap leaves a partition on its old sequence under the new epoch,
+// and the next transaction's first write to it is refused
+// (OUT_OF_ORDER_SEQUENCE_NUMBER). Both the publication and
+// AbortBufferedRecords hold the client's lock on waiting topics; with
+// every record flushed, AbortBufferedRecords drops nothing.
+func (p *Producer) partitionsPublished(ctx context.Context) error {
+	if err := p.cl.AbortBufferedRecords(ctx); err != nil {
+		return fmt.Errorf("waiting for the written topics' partitions: %w", err)
+	}
+	return nil
+}
+
 // Close closes the client. It aborts nothing: call Abort first when a
 // transaction may be open.
 func (p *Producer) Close() { p.cl.Close() }
@@ -507,6 +525,9 @@ func (x *Txn) end(ctx context.Context, offsets *Offsets) (Timing, error) {
 	}
 	if pidErr != nil {
 		return tm, p.abort(ctx, pidErr)
+	}
+	if err := p.partitionsPublished(ctx); err != nil {
+		return tm, p.abort(ctx, err)
 	}
 	if err := p.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return tm, p.abort(ctx, fmt.Errorf("commit: %w", txnACL(classifyCommit(p.id, err), p.id)))
