@@ -32,6 +32,11 @@ var (
 	statePrefix   = byte(0x01)
 	stateLower    = []byte{0x01}
 	stateUpper    = []byte{0x02}
+	// stampPrefix holds the Stamp of state key k under 0x03 followed by
+	// k (0x02 is a timer store's due index).
+	stampPrefix = byte(0x03)
+	stampLower  = []byte{0x03}
+	stampUpper  = []byte{0x04}
 )
 
 // Dir returns the directory of the store of one task:
@@ -53,6 +58,15 @@ type Write struct {
 	Key    []byte
 	Value  []byte
 	Delete bool
+	// Stamp, when not nil, is kept beside a put's value until the key's
+	// next write (StampOf); a put without one or a delete drops it. Its
+	// bytes are the caller's (changelog.StampHeader carries them on the
+	// changelog). Not in a timer store.
+	Stamp []byte
+	// Hint makes a timer store's set a hint (Prepare): it is dropped when
+	// the key holds a timer of the same kind due no later. Elsewhere a
+	// hint is a set.
+	Hint bool
 }
 
 // Checkpoint is the changelog position a store reflects. It is written in
@@ -121,6 +135,9 @@ type Store struct {
 	streamTime    int64
 	hasStreamTime bool
 	floors        *dueFloors
+	// stamps: the store may hold stamps (Write.Stamp), which a write
+	// without one must drop.
+	stamps bool
 }
 
 // Open takes the exclusive lock of dir, then opens the store there. The
@@ -173,6 +190,11 @@ func (s *Store) open() error {
 		return err
 	}
 	if reason == "" {
+		if err := s.loadStamps(); err != nil {
+			s.db.Close()
+			s.db = nil
+			return err
+		}
 		if err := s.loadStreamTime(); err != nil {
 			s.db.Close()
 			s.db = nil
@@ -274,8 +296,59 @@ func (s *Store) create() error {
 	s.db, s.cp, s.hasCP = db, Checkpoint{}, false
 	s.streamTime, s.hasStreamTime = 0, false
 	s.floors = newDueFloors()
+	s.stamps = false
 	s.setNext()
 	return nil
+}
+
+// loadStamps sets s.stamps when the store holds a stamp.
+func (s *Store) loadStamps() error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: stampLower, UpperBound: stampUpper})
+	if err != nil {
+		return fmt.Errorf("store: iterate %s: %w", s.dir, err)
+	}
+	s.stamps = it.First()
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("store: iterate %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// StampOf returns a copy of the stamp kept with key's value (Write.Stamp)
+// and whether there is one.
+func (s *Store) StampOf(key []byte) ([]byte, bool, error) {
+	if !s.stamps {
+		return nil, false, nil
+	}
+	k := make([]byte, 1+len(key))
+	k[0] = stampPrefix
+	copy(k[1:], key)
+	v, closer, err := s.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("store: get stamp in %s: %w", s.dir, err)
+	}
+	defer closer.Close()
+	return bytes.Clone(v), true, nil
+}
+
+// stamp adds to b the change of key's stamp that w makes.
+func (s *Store) stamp(b *pebble.Batch, w Write) error {
+	if w.Stamp == nil && !s.stamps {
+		return nil
+	}
+	var op *pebble.DeferredBatchOp
+	if w.Stamp == nil || w.Delete {
+		op = b.DeleteDeferred(1 + len(w.Key))
+	} else {
+		op = b.SetDeferred(1+len(w.Key), len(w.Stamp))
+		copy(op.Value, w.Stamp)
+	}
+	op.Key[0] = stampPrefix
+	copy(op.Key[1:], w.Key)
+	return op.Finish()
 }
 
 // pebbleOptions are the options of every Pebble open. The WAL is on: see
@@ -428,6 +501,7 @@ func (s *Store) apply(ws []Write, written map[string][]byte, cp *Checkpoint, syn
 		lows = new(lowDues)
 	}
 	st, stSet := s.streamTime, s.hasStreamTime
+	stamped := false
 	for _, w := range ws {
 		if s.timers {
 			if err := s.applyTimer(b, w, written, lows); err != nil {
@@ -452,6 +526,12 @@ func (s *Store) apply(ws []Write, written map[string][]byte, cp *Checkpoint, syn
 		if err := op.Finish(); err != nil {
 			return fmt.Errorf("store: batch in %s: %w", s.dir, err)
 		}
+		if !s.timers {
+			if err := s.stamp(b, w); err != nil {
+				return fmt.Errorf("store: batch in %s: %w", s.dir, err)
+			}
+			stamped = stamped || w.Stamp != nil && !w.Delete
+		}
 	}
 	if cp != nil {
 		if err := b.Set(checkpointKey, encodeCheckpoint(*cp), nil); err != nil {
@@ -468,6 +548,7 @@ func (s *Store) apply(ws []Write, written map[string][]byte, cp *Checkpoint, syn
 		s.floors.lower(lows, true)
 	}
 	s.streamTime, s.hasStreamTime = st, stSet
+	s.stamps = s.stamps || stamped
 	return nil
 }
 

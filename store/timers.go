@@ -408,7 +408,8 @@ type Prepared struct {
 // Prepare reads the stored values of the timer keys ws writes (one
 // iterator pass, as Apply does) and returns ws without the writes that
 // would change nothing: a set of the value its key holds, a delete of an
-// absent key, each given what the writes before it in ws leave. A timer
+// absent key, a hint (Write.Hint) of a timer due no later, each given
+// what the writes before it in ws leave. A timer
 // set again at the due time it has, the common case of a window's end or
 // a state TTL that rounds its expiry (transformer.StateTTL), then costs
 // no changelog record and no store write. The store must have been
@@ -437,6 +438,9 @@ func (s *Store) Prepare(ws []Write) (*Prepared, error) {
 		if w.Delete && v == nil || !w.Delete && v != nil && bytes.Equal(v, w.Value) {
 			continue
 		}
+		if w.Hint && !w.Delete && v != nil && earlier(v, w.Value) {
+			continue
+		}
 		if w.Delete {
 			cur[string(w.Key)] = nil
 		} else {
@@ -445,6 +449,14 @@ func (s *Store) Prepare(ws []Write) (*Prepared, error) {
 		kept = append(kept, w)
 	}
 	return &Prepared{ws: kept, old: old}, nil
+}
+
+// earlier reports whether timer value v is of the kind of w and due no
+// later.
+func earlier(v, w []byte) bool {
+	vk, vd, ok := DecodeTimerValue(v)
+	wk, wd, okw := DecodeTimerValue(w)
+	return ok && okw && vk == wk && vd <= wd
 }
 
 // Writes returns the prepared writes: those that change the store, in
