@@ -154,9 +154,16 @@ func Record(topic string, partition int32, w store.Write) *kgo.Record {
 		if r.Value == nil {
 			r.Value = []byte{}
 		}
+		if w.Stamp != nil {
+			r.Headers = []kgo.RecordHeader{{Key: StampHeader, Value: w.Stamp}}
+		}
 	}
 	return r
 }
+
+// StampHeader is the header of a changelog record that carries its put's
+// stamp (store.Write.Stamp), so that a restore keeps it.
+const StampHeader = restore.StampHeader
 
 // Restore restores st from partition of topic and returns the number of
 // records it applied: Recover, for callers that need only the count.

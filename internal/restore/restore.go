@@ -309,13 +309,7 @@ func restoreRange(ctx context.Context, topic string, partition int32, from, end 
 	err = lso.ReadRange(ctx, cl, topic, partition, from, end, func(rs []*kgo.Record) error {
 		writes = slices.Grow(writes[:0], len(rs))
 		for _, r := range rs {
-			w := store.Write{Key: r.Key}
-			if r.Value == nil {
-				w.Delete = true
-			} else {
-				w.Value = r.Value
-			}
-			writes = append(writes, w)
+			writes = append(writes, Write(r))
 		}
 		// Every record above the last one of this fetch was written
 		// after it: its timestamp bounds their write time from below.
@@ -342,4 +336,25 @@ func uncached(ctx context.Context) context.Context { return kadm.WithAuthorizedO
 // needed (see internal/authz).
 func acl(err error, operation, topic string) error {
 	return authz.Wrap(err, operation, map[authz.Resource]string{authz.Topic: topic})
+}
+
+// StampHeader is the header of a changelog record that carries its put's
+// stamp (store.Write.Stamp).
+const StampHeader = "flechtwerk.stamp"
+
+// Write returns the store write of changelog record r: a put of its
+// value with its stamp (StampHeader), or a delete for a tombstone.
+func Write(r *kgo.Record) store.Write {
+	w := store.Write{Key: r.Key}
+	if r.Value == nil {
+		w.Delete = true
+		return w
+	}
+	w.Value = r.Value
+	for _, h := range r.Headers {
+		if h.Key == StampHeader {
+			w.Stamp = h.Value
+		}
+	}
+	return w
 }

@@ -473,13 +473,7 @@ func (m *Manager) applyLocked(s int, topicID [16]byte, p *kgo.FetchPartition) {
 		if rec.Attrs.IsControl() {
 			continue
 		}
-		w := store.Write{Key: rec.Key}
-		if rec.Value == nil {
-			w.Delete = true
-		} else {
-			w.Value = rec.Value
-		}
-		writes = append(writes, w)
+		writes = append(writes, restore.Write(rec))
 	}
 	if last == nil {
 		return
