@@ -24,7 +24,8 @@ import (
 // the TTL past their last write (OnExpire's output once, then the state
 // deleted: gone from the store, a tombstone last in the changelog, their
 // expiry timer gone), and keys that keep arriving are never expired (no
-// tombstone ever, their counts never restart).
+// tombstone ever, their counts never restart) though their expiry timers
+// fire: each is a hint, moved on to a TTL after the last write.
 func TestStateTTLExpiresOnlyIdleKeys(t *testing.T) {
 	c := kafkatest.New(t)
 	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("ttl")
@@ -128,8 +129,10 @@ func TestStateTTLExpiresOnlyIdleKeys(t *testing.T) {
 	var armed []string
 	require.NoError(t, ts.Due(uint8(transformer.EventTime), 1<<62, func(key []byte, _ string, due int64) (bool, error) {
 		armed = append(armed, string(key))
+		// The timer is a hint: not yet due, and at or before the
+		// expiry a TTL after the last write.
 		last := t0.Add(3100 * time.Millisecond)
-		require.GreaterOrEqual(t, due, last.Add(ttl).UnixMilli(), "key %s expires TTL after its last write", key)
+		require.Greater(t, due, last.UnixMilli(), "key %s: its expiry timer is not due", key)
 		require.LessOrEqual(t, due, last.Add(ttl+ttl/64).UnixMilli(), "key %s expires TTL after its last write, rounded up", key)
 		return true, nil
 	}))
@@ -140,11 +143,13 @@ func TestStateTTLExpiresOnlyIdleKeys(t *testing.T) {
 }
 
 // TestTimerSetAgainAtItsDueWritesNothing: a timer set again at the due
-// time it has (here a window's end, set by every record of the window) and
-// a state TTL armed again within its rounding (d/64) cost no changelog
-// record after their first transaction: over 20 transactions of one key,
-// the timer changelog holds one record of the window timer and one of the
-// expiry. The timer still fires once, when stream time reaches it.
+// time it has (here a window's end, set by every record of the window)
+// costs no changelog record after its first transaction, and a state TTL
+// written again costs none either (its expiry timer is a hint, moved only
+// when it fires): over 20 transactions of one key a minute apart, each
+// moving the TTL's expiry beyond its rounding (d/64), the timer changelog
+// holds one record of the window timer and one of the expiry. The timer
+// still fires once, when stream time reaches it.
 func TestTimerSetAgainAtItsDueWritesNothing(t *testing.T) {
 	c := kafkatest.New(t)
 	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("same-due")
@@ -158,7 +163,7 @@ func TestTimerSetAgainAtItsDueWritesNothing(t *testing.T) {
 			e.SetTimer("window", end)
 		}
 		return nil
-	}, transformer.StateTTL(64*time.Hour, transformer.EventTime), // rounded up to the next hour: t0+65h
+	}, transformer.StateTTL(time.Hour, transformer.EventTime), // expires an hour after each write, rounded up to 56.25s
 		transformer.OnTimer(func(_ context.Context, tm transformer.Timer, n int, e *transformer.Emitter[int]) error {
 			e.Send(out, tm.Key, fmt.Appendf(nil, "%s=%d", tm.Name, n))
 			return nil
@@ -217,4 +222,106 @@ func TestTransactionOfUnchangedTimersCommits(t *testing.T) {
 			return c.CommittedOffsets(t, app, in)[0] == int64(i+1)
 		})
 	}
+}
+
+// TestStateTTLStampSurvivesRestore: a key's expiry timer is a hint due a
+// TTL after its first write; the time of its last write rides on its
+// changelog record. After a restore from the changelog alone (a fresh
+// state directory), the hint fires, finds the key written since and moves
+// on: the key expires a TTL after its last write, once, and not at the
+// hint.
+func TestStateTTLStampSurvivesRestore(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("ttl-restore")
+	c.CreateTopic(t, in, 1)
+	c.CreateTopic(t, out, 1)
+	t0 := time.UnixMilli(1_700_000_000_000).Truncate(time.Hour)
+	counter := transformer.New(func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
+		e.SetState(n + 1)
+		return nil
+	}, transformer.StateTTL(time.Hour, transformer.EventTime),
+		transformer.OnExpire(func(_ context.Context, key []byte, n int, o *transformer.Outputs) error {
+			o.Send(out, key, fmt.Appendf(nil, "expired#%d at %d", n, o.StreamTime().Sub(t0)/time.Minute))
+			return nil
+		}))
+	opts := func() []TransformerOpt {
+		return []TransformerOpt{SeedBrokers(c.Brokers...), ApplicationID(app), InputTopics(in), StateDir(t.TempDir()),
+			SessionTimeout(3 * time.Second), CommitInterval(20 * time.Millisecond), WithLogger(testLogger()),
+			WithConsumerOpts(kgo.HeartbeatInterval(200 * time.Millisecond))}
+	}
+	produced := 0
+	produce := func(key string, at time.Duration) {
+		c.Produce(t, &kgo.Record{Topic: in, Key: []byte(key), Value: []byte("v"), Timestamp: t0.Add(at)})
+		produced++
+		kafkatest.WaitFor(t, 30*time.Second, "the record committed", func() bool {
+			return c.CommittedOffsets(t, app, in)[0] == int64(produced)
+		})
+	}
+
+	first := startInstance(t, counter, opts()...)
+	produce("k", 0)              // the expiry's hint: t0+1h
+	produce("k", 50*time.Minute) // expires at t0+1h50m (rounded up to 56.25s)
+	require.NoError(t, first.stop(t))
+
+	second := startInstance(t, counter, opts()...) // another state directory: a full restore
+	produce("other", 61*time.Minute)
+	c.WaitSettled(t, out)
+	require.Empty(t, c.ReadCommitted(t, out), "the hint fired an hour after the first write: k was written since")
+	produce("other", 110*time.Minute)
+	c.WaitSettled(t, out)
+	require.Empty(t, c.ReadCommitted(t, out), "not yet a TTL after the last write, rounded up")
+	produce("other", 111*time.Minute)
+	c.WaitSettled(t, out)
+	outs := c.ReadCommitted(t, out)
+	require.Len(t, outs, 1)
+	require.Equal(t, "k", string(outs[0].Key))
+	require.Equal(t, "expired#2 at 111", string(outs[0].Value))
+	require.NoError(t, second.stop(t))
+}
+
+// TestStateTTLRemovedStopsExpiry: a stage run again without StateTTL
+// leaves its keys' state alone when their expiry timers, left by the run
+// with it, come due.
+func TestStateTTLRemovedStopsExpiry(t *testing.T) {
+	c := kafkatest.New(t)
+	in, app := kafkatest.Name("in"), kafkatest.Name("ttl-removed")
+	c.CreateTopic(t, in, 1)
+	t0 := time.UnixMilli(1_700_000_000_000).Truncate(time.Hour)
+	count := func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
+		e.SetState(n + 1)
+		return nil
+	}
+	noop := transformer.OnTimer(func(context.Context, transformer.Timer, int, *transformer.Emitter[int]) error { return nil })
+	dir := t.TempDir()
+	opts := []TransformerOpt{SeedBrokers(c.Brokers...), ApplicationID(app), InputTopics(in), StateDir(dir),
+		SessionTimeout(3 * time.Second), CommitInterval(20 * time.Millisecond), WithLogger(testLogger()),
+		WithConsumerOpts(kgo.HeartbeatInterval(200 * time.Millisecond))}
+	produced := 0
+	produce := func(key string, at time.Duration) {
+		c.Produce(t, &kgo.Record{Topic: in, Key: []byte(key), Value: []byte("v"), Timestamp: t0.Add(at)})
+		produced++
+		kafkatest.WaitFor(t, 30*time.Second, "the record committed", func() bool {
+			return c.CommittedOffsets(t, app, in)[0] == int64(produced)
+		})
+	}
+	with := startInstance(t, transformer.New(count, transformer.StateTTL(time.Hour, transformer.EventTime), noop), opts...)
+	produce("k", 0)
+	require.NoError(t, with.stop(t))
+
+	without := startInstance(t, transformer.New(count, noop), opts...)
+	produce("other", 2*time.Hour)
+	require.NoError(t, without.stop(t))
+	st, err := store.Open(context.Background(), config.StoreDir(dir, app, 0), store.Options{ApplicationID: app})
+	require.NoError(t, err)
+	defer st.Close()
+	v, ok, err := st.Get([]byte("k"))
+	require.NoError(t, err)
+	require.True(t, ok, "k kept its state")
+	require.Equal(t, "1", string(v))
+	ts, err := store.Open(context.Background(), store.NamedDir(dir, app, 0, changelog.TimersName), store.Options{ApplicationID: app, Timers: true})
+	require.NoError(t, err)
+	defer ts.Close()
+	require.NoError(t, ts.Due(uint8(transformer.EventTime), 1<<62, func(key []byte, name string, _ int64) (bool, error) {
+		return false, fmt.Errorf("timer %q of %s left after it came due", name, key)
+	}))
 }

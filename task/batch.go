@@ -112,7 +112,7 @@ func (t *Task) run(ctx context.Context, recs []*kgo.Record, sem chan struct{}) (
 	if t.sp != nil {
 		p.View = &view{t: t, stream: stream, now: time.Now()}
 		if timers {
-			p.Due, p.KeyTimers = t.due, t.keyTimers()
+			p.Due, p.KeyTimers, p.OpenStamp = t.due, t.keyTimers(), t.openStamp
 		}
 	}
 	res, err := batch.Run(ctx, p, recs)
@@ -160,6 +160,21 @@ func (t *Task) changelogTopic(topic string) bool {
 		}
 	}
 	return topic == t.timersTopic
+}
+
+// openStamp is a batch.Params.OpenStamp: the stamp of the open
+// transaction's write of key's state, else of the last committed
+// transaction's (Task.last), which no transaction followed. Only Add and
+// CommitOpen write them, never while a batch runs.
+func (t *Task) openStamp(key []byte) (process.Stamp, bool) {
+	w, ok := t.open.stores[process.DefaultStore].m[string(key)]
+	if !ok {
+		w, ok = t.last[string(key)]
+	}
+	if !ok || w.Delete {
+		return process.Stamp{}, false
+	}
+	return batch.DecodeStamp(w.Stamp)
 }
 
 // get reads key from the open transaction's overlay, else from the store

@@ -369,6 +369,7 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 	if err := errors.Join(errs...); err != nil {
 		return st, fmt.Errorf("task %d: transaction committed but the store update failed (restored from the changelog on restart): %w", t.cfg.Partition, err)
 	}
+	t.last = o.stores[0].m
 	return st, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flechtwerk/flechtwerk/internal/batch"
 	"github.com/flechtwerk/flechtwerk/store"
 	"github.com/flechtwerk/flechtwerk/task/process"
 )
@@ -101,12 +102,17 @@ func cmpTimerAt(a, b timerAt) int {
 	return store.CompareDue(a.due, a.op.Key, a.op.Name, b.due, b.op.Key, b.op.Name)
 }
 
-// put records op; only Add calls it, while no batch reads.
+// put records op (a hint combined with the operation before it); only
+// Add calls it, while no batch reads.
 func (o *timerOverlay) put(op process.TimerOp) {
 	if o.m == nil {
 		o.m = make(map[string]process.TimerOp, o.hint)
 	}
-	o.m[string(store.TimerKey(op.Key, op.Name))] = op
+	tk := string(store.TimerKey(op.Key, op.Name))
+	if prev, ok := o.m[tk]; ok && op.Hint {
+		op = batch.CombineHint(prev, op)
+	}
+	o.m[tk] = op
 	if k := op.Kind; !op.Cancel && int(k) < len(o.low) && (!o.has[k] || op.Due < o.low[k]) {
 		o.low[k], o.has[k] = op.Due, true
 	}
@@ -143,7 +149,7 @@ func (o *timerOverlay) dueUpTo(kind process.TimeKind, upTo int64) []timerAt {
 func (o *timerOverlay) writes() []store.Write {
 	ws := make([]store.Write, 0, len(o.m))
 	for tk, op := range o.m {
-		w := store.Write{Key: []byte(tk), Delete: op.Cancel}
+		w := store.Write{Key: []byte(tk), Delete: op.Cancel, Hint: op.Hint}
 		if !op.Cancel {
 			w.Value = store.TimerValue(uint8(op.Kind), op.Due)
 		}
@@ -171,6 +177,33 @@ type view struct {
 
 func (v *view) StreamTime() int64 { return v.stream }
 func (v *view) Now() time.Time    { return v.now }
+
+// Stamp reads the stamp of key's default state: of the open
+// transaction's last write of it, else of the store.
+func (v *view) Stamp(key []byte) (process.Stamp, bool, error) {
+	t := v.t
+	if !t.enter() {
+		return process.Stamp{}, false, ErrClosed
+	}
+	defer t.leave()
+	if w, ok := t.open.stores[process.DefaultStore].m[string(key)]; ok {
+		if w.Delete {
+			return process.Stamp{}, false, nil
+		}
+		s, ok := batch.DecodeStamp(w.Stamp)
+		return s, ok, nil
+	}
+	st := t.stores[process.DefaultStore]
+	if st == nil {
+		return process.Stamp{}, false, nil
+	}
+	b, ok, err := st.StampOf(key)
+	if err != nil || !ok {
+		return process.Stamp{}, false, err
+	}
+	s, ok := batch.DecodeStamp(b)
+	return s, ok, nil
+}
 
 func (v *view) Get(i int, key []byte) ([]byte, bool, error) {
 	t := v.t
@@ -313,7 +346,7 @@ func (t *Task) keyTimers() func(key []byte, fn func(process.Timer) error) error 
 		}
 		if t.timers != nil {
 			err := t.timers.KeyTimers(key, func(name string, kind uint8, due int64) (bool, error) {
-				if _, ok := ov.m[string(store.TimerKey(key, name))]; ok {
+				if op, ok := ov.m[string(store.TimerKey(key, name))]; ok && !op.Hint {
 					return true, nil // replaced or cancelled by the open transaction
 				}
 				return true, fn(process.Timer{Key: key, Name: name, Kind: process.TimeKind(kind), Due: due})
@@ -355,7 +388,7 @@ func (t *Task) due(kind process.TimeKind, upTo int64, fn func(process.Timer) (bo
 	if t.timers != nil {
 		err := t.timers.Due(uint8(kind), upTo, func(key []byte, name string, due int64) (bool, error) {
 			tk := store.TimerKey(key, name)
-			if _, ok := ov.m[string(tk)]; ok {
+			if op, ok := ov.m[string(tk)]; ok && !op.Hint {
 				return true, nil // replaced or cancelled by the open transaction
 			}
 			at := timerAt{tk: string(tk), due: due, op: process.TimerOp{Timer: process.Timer{Key: key, Name: name}}}

@@ -98,7 +98,11 @@ type Task struct {
 	// open is what was processed and not committed; only the goroutine
 	// that runs the task's batches touches it (and reads it, from the
 	// buckets of a batch, while no batch is added or committed).
-	open    open
+	open open
+	// last is the default store's overlay of the last transaction
+	// committed and applied (nil: none since the task opened), touched
+	// as open is: openStamp reads its stamps.
+	last    map[string]store.Write
 	commits atomic.Int64
 	// reads counts the store reads of batches in progress.
 	reads reads

@@ -167,22 +167,30 @@ func Stores(stores ...StoreDef) Opt {
 }
 
 // StateTTL expires the state of a key that was not written for d, by
-// kind's clock: SetState (re)arms the key's expiry at the current time
-// plus d (EventTime: the stream time after the record being processed,
-// so a key expires once records of any keys with timestamps d past its
-// last write arrive; WallClock: the batch's time), rounded up to a
-// multiple of d/64; DeleteState disarms it. A key thus expires between d
-// and d + d/64 after its last write, never before; writes in one span of
-// d/64 keep one expiry, which costs nothing more at commit (a changelog
-// record and a store write per key and transaction otherwise). When it
-// is due, the OnExpire callback (if any) runs with the state, then the
-// state is deleted: a tombstone on the changelog, in the task's
-// transaction with the callback's outputs. The expiry is a timer of the
-// key: the sweep costs one index seek per batch plus the expired keys,
-// never a scan of the store. The key's own timers (SetTimer) outlive its
-// expiry: their callback then gets no state (Emitter.HadState is false).
-// d must be positive; a stateless stage has no state to expire (Validate
-// reports both).
+// kind's clock: the key expires at the time of its last SetState
+// (EventTime: the stream time after the record being processed, so a key
+// expires once records of any keys with timestamps d past its last write
+// arrive; WallClock: the batch's time) plus d, rounded up to a multiple
+// of d/64; DeleteState disarms it. A key thus expires between d and
+// d + d/64 after its last write, never before. When it is due, the
+// OnExpire callback (if any) runs with the state, then the state is
+// deleted: a tombstone on the changelog, in the task's transaction with
+// the callback's outputs.
+//
+// SetState stamps the state with the time of the write, kept with it in
+// the store and on its changelog record (header flechtwerk.stamp), so
+// restores and standbys keep it. The expiry is a timer of the key, a
+// hint at or before the expiry: set by the write of a key without one,
+// and left alone by later writes, which so cost it no timer record and no
+// store work. When the hint is due and the stamp says the key was written
+// since, the timer moves to the stamp's expiry instead (nothing fires, a
+// timer record at most once per d while the key keeps being written).
+// The sweep costs one index seek per batch plus the due keys, never a
+// scan of the store. The key's own timers (SetTimer) outlive its expiry:
+// their callback then gets no state (Emitter.HadState is false). A stage
+// run again without StateTTL leaves state alone when the expiry timers of
+// the earlier run come due. d must be positive; a stateless stage has no
+// state to expire (Validate reports both).
 func StateTTL(d time.Duration, kind TimeKind) Opt {
 	return optFunc(func(c *cfg) { c.ttl, c.ttlKind, c.ttlSet = d, kind, true })
 }
@@ -404,11 +412,15 @@ func (c *call) arm(key []byte, name string, d time.Duration, kind TimeKind, canc
 		c.addTimer(process.TimerOp{Timer: process.Timer{Key: key, Name: name, Kind: kind}, Cancel: true})
 		return
 	}
-	due := c.st.StreamTime()
+	c.addTimer(process.TimerOp{Timer: process.Timer{Key: key, Name: name, Kind: kind, Due: expiryDue(c.clock(kind), d)}})
+}
+
+// clock returns the call's time by kind's clock (Unix milliseconds).
+func (c *call) clock(kind TimeKind) int64 {
 	if kind == WallClock {
-		due = c.st.Now().UnixMilli()
+		return c.st.Now().UnixMilli()
 	}
-	c.addTimer(process.TimerOp{Timer: process.Timer{Key: key, Name: name, Kind: kind, Due: expiryDue(due, d)}})
+	return c.st.StreamTime()
 }
 
 // expiryDue returns now + d (Unix milliseconds) rounded up to a multiple
@@ -816,7 +828,22 @@ func (a storesAdapter[S]) Fire(ctx context.Context, pt process.Timer, state []by
 		err error
 	)
 	switch {
+	case pt.Name == ttlTimer && t.sc.ttl == 0:
+		// Left by the stage when it had a StateTTL: nothing expires.
+		return res, nil
 	case pt.Name == ttlTimer:
+		if sc := t.sc; found {
+			// The expiry is a hint (finish): the state expires only
+			// when its last write's stamp says so; else the expiry
+			// moves to the stamp's.
+			s, ok, err := st.Stamp(pt.Key)
+			if err != nil {
+				return res, err
+			}
+			if due := expiryDue(s.At, sc.ttl); ok && s.Kind == sc.ttlKind && due > c.clock(sc.ttlKind) {
+				return process.Result{Timers: []process.TimerOp{{Timer: process.Timer{Key: pt.Key, Name: ttlTimer, Kind: sc.ttlKind, Due: due}}}}, nil
+			}
+		}
 		if t.onExpire != nil && found {
 			res, err = a.stateful(in, state, found, c, func(s S, e *Emitter[S]) error { return t.onExpire(ctx, pt.Key, s, &e.Outputs) })
 		}
@@ -846,13 +873,32 @@ func (a storesAdapter[S]) Fire(ctx context.Context, pt process.Timer, state []by
 	return a.finish(res, c), nil
 }
 
+// StateExpiry returns when a state stamped s expires by the stage's
+// StateTTL (Unix milliseconds), and false without a TTL of s's clock.
+func (a storesAdapter[S]) StateExpiry(s process.Stamp) (int64, bool) {
+	if sc := a.t.sc; sc.ttl > 0 && s.Kind == sc.ttlKind {
+		return expiryDue(s.At, sc.ttl), true
+	}
+	return 0, false
+}
+
 // finish adds the writes and timer operations of c to res, and the state
-// TTL's (re)arming or disarming when res writes the key's state.
+// TTL's arming or disarming when res writes the key's state.
+//
+// A put stamps the state with its time by the TTL's clock and sets the
+// expiry timer as a hint (process.TimerOp.Hint) at the time it expires
+// by that stamp: a key that has a timer keeps it, so that writing a key
+// again costs its expiry no timer record. When that earlier timer fires,
+// Fire reads the stamp and moves the timer to the stamp's expiry if the
+// key was written since: a key that keeps being written costs its expiry
+// a timer record once per TTL, not once per transaction.
 func (a storesAdapter[S]) finish(res process.Result, c *call) process.Result {
 	if sc := a.t.sc; sc.ttl > 0 && c.key != nil {
 		switch res.Op {
 		case process.Put:
-			c.arm(c.key, ttlTimer, sc.ttl, sc.ttlKind, false)
+			at := c.clock(sc.ttlKind)
+			res.Stamp = process.Stamp{Kind: sc.ttlKind, At: at}
+			c.addTimer(process.TimerOp{Timer: process.Timer{Key: c.key, Name: ttlTimer, Kind: sc.ttlKind, Due: expiryDue(at, sc.ttl)}, Hint: true})
 		case process.Delete:
 			c.arm(c.key, ttlTimer, sc.ttl, sc.ttlKind, true)
 		}

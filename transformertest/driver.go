@@ -184,6 +184,8 @@ type Driver struct {
 	names  []string
 	named  map[int32][]map[string][]byte
 	timers map[int32]map[timerID]process.Timer
+	// stamps are the stamps kept with the default state (Result.Stamp).
+	stamps map[int32]map[string][]byte
 	stream map[int32]int64
 	now    time.Time
 
@@ -426,6 +428,18 @@ func (d *Driver) run(ctx context.Context, byPart map[int32][]*kgo.Record, parts 
 		p := parts[i]
 		for _, w := range res.Writes {
 			b.Changelog = append(b.Changelog, Write{Partition: p, Key: clone(w.Key), Value: clone(w.Value), Delete: w.Delete})
+			switch {
+			case w.Stamp != nil && !w.Delete:
+				if d.stamps == nil {
+					d.stamps = map[int32]map[string][]byte{}
+				}
+				if d.stamps[p] == nil {
+					d.stamps[p] = map[string][]byte{}
+				}
+				d.stamps[p][string(w.Key)] = clone(w.Stamp)
+			case d.stamps != nil:
+				delete(d.stamps[p], string(w.Key))
+			}
 		}
 	}
 	if d.sp != nil {

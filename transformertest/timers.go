@@ -86,6 +86,11 @@ func (v *memView) StreamTime() int64 { return v.d.stream[v.p] }
 
 func (v *memView) Now() time.Time { return v.now }
 
+func (v *memView) Stamp(key []byte) (process.Stamp, bool, error) {
+	s, ok := batch.DecodeStamp(v.d.stamps[v.p][string(key)])
+	return s, ok, nil
+}
+
 // due calls fn for the committed timers of kind due by upTo, ascending by
 // (Due, Key, Name), as the task's timer store does.
 func (v *memView) due(kind process.TimeKind, upTo int64, fn func(process.Timer) (bool, error)) error {
@@ -139,6 +144,9 @@ func (d *Driver) commitStores(b *Batch, p int32, res *batch.Result) {
 		}
 		if d.timers[p] == nil {
 			d.timers[p] = map[timerID]process.Timer{}
+		}
+		if prev, ok := d.timers[p][id]; ok && op.Hint && prev.Kind == op.Kind && prev.Due <= op.Due {
+			continue
 		}
 		t := op.Timer
 		t.Key = clone(t.Key)
@@ -285,7 +293,10 @@ func (d *Driver) Timers(p int32, key []byte) []transformer.Timer {
 
 // Expiry returns when key of task partition p expires: its state (store
 // "", transformer.StateTTL) or its entry in the named store (StoreTTL);
-// false when no expiry is armed.
+// false when no expiry is armed. A state's expiry is the TTL after its
+// last write (rounded up as the stage does); its expiry timer, which
+// Timers does not list, may be due earlier (a hint, see
+// transformer.StateTTL).
 func (d *Driver) Expiry(p int32, store string, key []byte) (time.Time, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -296,6 +307,16 @@ func (d *Driver) Expiry(p int32, store string, key []byte) (time.Time, bool) {
 	t, ok := d.timers[p][timerID{string(key), name}]
 	if !ok {
 		return time.Time{}, false
+	}
+	if store == "" {
+		e, isE := d.sp.(interface {
+			StateExpiry(process.Stamp) (int64, bool)
+		})
+		if s, ok := batch.DecodeStamp(d.stamps[p][string(key)]); ok && isE {
+			if at, ok := e.StateExpiry(s); ok {
+				return time.UnixMilli(at), true
+			}
+		}
 	}
 	return time.UnixMilli(t.Due), true
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -78,6 +79,15 @@ type Params struct {
 	// committed ones), in any order. Optional. Run calls it, one call at
 	// a time, before any bucket runs.
 	KeyTimers func(key []byte, fn func(t process.Timer) error) error
+	// OpenStamp returns the Stamp of key's state as the open transaction
+	// wrote it before the batch or, when it did not write key's state, as
+	// the transaction committed just before it did; false when neither
+	// wrote it or the write had no stamp (older stamps are not read).
+	// Every write of a stamped state sets the state TTL's timer no later
+	// than its expiry (a hint), so a hint of a key stamped by the same
+	// clock changes nothing. Optional: without it, every hint
+	// (process.TimerOp.Hint) of a call reaches the Result.
+	OpenStamp func(key []byte) (process.Stamp, bool)
 
 	// sx is the batch's stores and timers, set by Run for a
 	// process.Stores processor (nil: a plain Processor, run without any
@@ -140,9 +150,10 @@ type bucket struct {
 	recs []*kgo.Record
 	in   []stage.Input
 	outs []*kgo.Record
-	// final state of the key
+	// final state of the key, and the stamp of its last put
 	op    stage.Op
 	state []byte
+	stamp process.Stamp
 	err   error
 	// records handled by the invalid-record policy
 	n counts
@@ -301,7 +312,7 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 		}
 		switch bk.op {
 		case stage.Put:
-			res.Writes = append(res.Writes, store.Write{Key: bk.key, Value: bk.state})
+			res.Writes = append(res.Writes, store.Write{Key: bk.key, Value: bk.state, Stamp: EncodeStamp(bk.stamp)})
 		case stage.Delete:
 			res.Writes = append(res.Writes, store.Write{Key: bk.key, Delete: true})
 		}
@@ -465,10 +476,10 @@ func runRecord(ctx context.Context, p Params, bk *bucket, i int, cur *[]byte, fo
 	switch res.Op {
 	case stage.Put:
 		*cur, *found = res.State, true
-		bk.op, bk.state = stage.Put, res.State
+		bk.op, bk.state, bk.stamp = stage.Put, res.State, res.Stamp
 	case stage.Delete:
 		*cur, *found = nil, false
-		bk.op, bk.state = stage.Delete, nil
+		bk.op, bk.state, bk.stamp = stage.Delete, nil, process.Stamp{}
 	}
 	return true
 }
@@ -531,4 +542,25 @@ func processRecord(ctx context.Context, tr stage.Transformer, in stage.Input, st
 		}
 	}()
 	return tr.Process(ctx, in, state, found)
+}
+
+// EncodeStamp returns the bytes of s kept with a state (store.Write.Stamp):
+// its kind, then its time as an int64 big endian; nil when s has no kind.
+func EncodeStamp(s process.Stamp) []byte {
+	if s.Kind == 0 {
+		return nil
+	}
+	b := make([]byte, 9)
+	b[0] = byte(s.Kind)
+	binary.BigEndian.PutUint64(b[1:], uint64(s.At))
+	return b
+}
+
+// DecodeStamp decodes an EncodeStamp; ok is false unless b is 9 bytes of
+// a known clock.
+func DecodeStamp(b []byte) (s process.Stamp, ok bool) {
+	if len(b) != 9 || (process.TimeKind(b[0]) != process.EventTime && process.TimeKind(b[0]) != process.WallClock) {
+		return process.Stamp{}, false
+	}
+	return process.Stamp{Kind: process.TimeKind(b[0]), At: int64(binary.BigEndian.Uint64(b[1:]))}, true
 }

@@ -29,6 +29,7 @@ type storesBatch struct {
 	view      process.State
 	due       func(kind process.TimeKind, upTo int64, fn func(t process.Timer) (bool, error)) error
 	keyTimers func(key []byte, fn func(t process.Timer) error) error
+	openStamp func(key []byte) (process.Stamp, bool)
 	name      string
 	partition int32
 	// slab holds the buckets' own parts (newBucket).
@@ -44,7 +45,7 @@ type storesBatch struct {
 }
 
 func newStoresBatch(p Params, sp process.Stores, n int) *storesBatch {
-	sx := &storesBatch{sp: sp, view: p.View, due: p.Due, keyTimers: p.KeyTimers, name: p.Name, partition: p.Partition, before: p.View.StreamTime(), now: p.View.Now(), at: make([]int64, n)}
+	sx := &storesBatch{sp: sp, view: p.View, due: p.Due, keyTimers: p.KeyTimers, openStamp: p.OpenStamp, name: p.Name, partition: p.Partition, before: p.View.StreamTime(), now: p.View.Now(), at: make([]int64, n)}
 	sx.nowMs = sx.now.UnixMilli()
 	for i := range sx.at {
 		sx.at[i] = math.MinInt64
@@ -320,6 +321,10 @@ type storesBucket struct {
 	// cs is the view of the running call (a bucket's calls run one at a
 	// time).
 	cs callState
+	// open is the key's stamp in the open transaction (Params.OpenStamp),
+	// read once (openRead).
+	open             process.Stamp
+	openOK, openRead bool
 }
 
 type overKey struct {
@@ -328,8 +333,19 @@ type overKey struct {
 }
 
 // storeTTLTimer prefixes the name of a store key's expiry timer
-// ("\x00ttl:" + store name, package transformer).
-const storeTTLTimer = "\x00ttl:"
+// ("\x00ttl:" + store name, package transformer); ttlTimer is the name
+// of a state's expiry timer.
+const (
+	storeTTLTimer = "\x00ttl:"
+	ttlTimer      = "\x00ttl"
+)
+
+// rearms reports whether ops set timer name of key.
+func rearms(ops []process.TimerOp, key []byte, name string) bool {
+	return slices.ContainsFunc(ops, func(op process.TimerOp) bool {
+		return !op.Cancel && op.Name == name && bytes.Equal(op.Key, key)
+	})
+}
 
 // expiry is a fired store-TTL expiry of a bucket: the indices of its
 // fired timer, its timer cancel and its writes (from w to wEnd) in the
@@ -352,7 +368,12 @@ func runStoresBucket(ctx context.Context, p *Params, bk *bucket, stateful bool) 
 	if len(x.due) > 0 {
 		x.pending = make(map[string]process.Timer, len(x.due))
 		for _, t := range x.due {
-			x.pending[t.Name] = t
+			// A committed timer and a hint of the open transaction
+			// (process.TimerOp.Hint) may both be due: the earlier
+			// fires.
+			if p, ok := x.pending[t.Name]; !ok || t.Due < p.Due {
+				x.pending[t.Name] = t
+			}
 		}
 	}
 	var (
@@ -443,6 +464,12 @@ func (x *storesBucket) fire(ctx context.Context, p *Params, bk *bucket, st int64
 			bk.err = &transformer.TimerError{Partition: p.Partition, Key: bk.key, Name: t.Name, Due: time.UnixMilli(t.Due), Err: err}
 			return false
 		}
+		if t.Name == ttlTimer && rearms(res.Timers, bk.key, t.Name) {
+			// A state TTL's hint that found the key written since
+			// moved on: nothing expired, nothing fired.
+			x.firedTimers = x.firedTimers[:len(x.firedTimers)-1]
+			x.fired--
+		}
 		stamp := time.UnixMilli(t.Due)
 		if t.Kind == process.WallClock {
 			stamp = x.sx.now
@@ -464,10 +491,10 @@ func (x *storesBucket) fire(ctx context.Context, p *Params, bk *bucket, st int64
 		switch res.Op {
 		case stage.Put:
 			*cur, *found = res.State, true
-			bk.op, bk.state = stage.Put, res.State
+			bk.op, bk.state, bk.stamp = stage.Put, res.State, res.Stamp
 		case stage.Delete:
 			*cur, *found = nil, false
-			bk.op, bk.state = stage.Delete, nil
+			bk.op, bk.state, bk.stamp = stage.Delete, nil, process.Stamp{}
 		}
 	}
 }
@@ -538,7 +565,20 @@ func (x *storesBucket) apply(bk *bucket, res stage.Result) {
 			x.timers = append(x.timers, op)
 			continue
 		}
-		x.putOwn(op)
+		if op.Hint && x.hinted(bk.key, op) {
+			continue
+		}
+		op = x.putOwn(op)
+		if op.Hint {
+			// A hint leaves an earlier due time as it is.
+			if p, ok := x.pending[op.Name]; x.sx.dueBy(op.Timer) && (!ok || op.Due < p.Due) {
+				if x.pending == nil {
+					x.pending = make(map[string]process.Timer)
+				}
+				x.pending[op.Name] = op.Timer
+			}
+			continue
+		}
 		if op.Cancel || !x.sx.dueBy(op.Timer) {
 			delete(x.pending, op.Name) // nil: a no-op
 			continue
@@ -550,19 +590,69 @@ func (x *storesBucket) apply(bk *bucket, res stage.Result) {
 	}
 }
 
+// hinted reports whether hint h of the bucket's key changes nothing: the
+// key's state was last written with a stamp of h's clock (OpenStamp), so
+// that write set the timer no later (its hint or a set, which combine
+// with h into themselves; a cancel comes with a delete of the state), and
+// the bucket has no operation on the timer yet.
+func (x *storesBucket) hinted(key []byte, h process.TimerOp) bool {
+	if x.sx.openStamp == nil {
+		return false
+	}
+	if !x.openRead {
+		x.open, x.openOK = x.sx.openStamp(key)
+		x.openRead = true
+	}
+	if !x.openOK || x.open.Kind != h.Kind {
+		return false
+	}
+	return !slices.ContainsFunc(x.timers, func(t process.TimerOp) bool { return t.Name == h.Name && bytes.Equal(t.Key, key) })
+}
+
 // putOwn adds op, an operation on a timer of the bucket's key, to its
 // timer operations. It replaces the latest operation on the same timer
 // among the last ownScan ones after fixed (a timer re-armed by every
 // record has one), else appends: merge keeps the last per timer either
 // way.
-func (x *storesBucket) putOwn(op process.TimerOp) {
+//
+// A hint (process.TimerOp.Hint) after another operation on its timer
+// becomes the set that both leave: the earlier due time of a set or hint
+// of the same kind, its own after a cancel. putOwn returns the operation
+// it recorded.
+func (x *storesBucket) putOwn(op process.TimerOp) process.TimerOp {
+	if op.Hint {
+		for i := len(x.timers) - 1; i >= 0; i-- {
+			if t := x.timers[i]; t.Name == op.Name && bytes.Equal(t.Key, op.Key) {
+				op = CombineHint(t, op)
+				break
+			}
+		}
+	}
 	for i := len(x.timers) - 1; i >= max(x.fixed, len(x.timers)-ownScan); i-- {
 		if t := &x.timers[i]; t.Name == op.Name && bytes.Equal(t.Key, op.Key) {
 			*t = op
-			return
+			return op
 		}
 	}
 	x.timers = append(x.timers, op)
+	return op
+}
+
+// CombineHint returns what hint h (process.TimerOp.Hint) leaves after
+// prev, an earlier operation on the same timer: prev when it is a set or
+// hint of the kind of h due no later; h's due time in prev's place when
+// prev is due later; h as a set after a cancel or a set of another kind.
+func CombineHint(prev, h process.TimerOp) process.TimerOp {
+	switch {
+	case prev.Cancel || prev.Kind != h.Kind:
+		h.Hint = false
+		return h
+	case prev.Due <= h.Due:
+		return prev
+	default:
+		prev.Due = h.Due
+		return prev
+	}
 }
 
 // ownScan bounds the operations putOwn looks through.
@@ -571,16 +661,31 @@ const ownScan = 8
 // view is the process.State of a call of the bucket: Params.View under
 // the bucket's own writes, its key's default state being cur.
 func (x *storesBucket) view(bk *bucket, cur []byte, found bool) process.State {
-	x.cs = callState{x: x, key: bk.key, cur: cur, found: found, stream: x.stream}
+	x.cs = callState{x: x, bk: bk, key: bk.key, cur: cur, found: found, stream: x.stream}
 	return &x.cs
 }
 
 type callState struct {
 	x      *storesBucket
+	bk     *bucket
 	key    []byte
 	cur    []byte
 	found  bool
 	stream int64
+}
+
+// Stamp reads the bucket's own key's stamp from the bucket's last write
+// of its state, else from the view.
+func (c *callState) Stamp(key []byte) (process.Stamp, bool, error) {
+	if bytes.Equal(key, c.key) {
+		switch c.bk.op {
+		case stage.Put:
+			return c.bk.stamp, c.bk.stamp.Kind != 0, nil
+		case stage.Delete:
+			return process.Stamp{}, false, nil
+		}
+	}
+	return c.x.sx.view.Stamp(key)
 }
 
 func (c *callState) Get(store int, key []byte) ([]byte, bool, error) {

@@ -22,6 +22,9 @@ func (emptyView) Scan(int, []byte, []byte, func(k, v []byte) (bool, error)) erro
 }
 func (emptyView) StreamTime() int64 { return 0 }
 func (emptyView) Now() time.Time    { return time.UnixMilli(0) }
+func (emptyView) Stamp([]byte) (process.Stamp, bool, error) {
+	return process.Stamp{}, false, nil
+}
 
 // BenchmarkRunStoresChunk runs one chunk of 500 records over 400 keys of
 // a per-key counter through Run: "plain" as a Processor, "timers" with

@@ -29,6 +29,12 @@ type memView struct {
 	timers []process.Timer
 	stream int64
 	now    time.Time
+	stamps map[string]process.Stamp
+}
+
+func (v *memView) Stamp(key []byte) (process.Stamp, bool, error) {
+	s, ok := v.stamps[string(key)]
+	return s, ok, nil
 }
 
 func (v *memView) Get(store int, key []byte) ([]byte, bool, error) {

@@ -49,6 +49,10 @@ type Result struct {
 	Op Op
 	// State is the new encoded state when Op is Put.
 	State []byte
+	// Stamp, when its Kind is set, is the time of a Put (a state TTL's
+	// clock): it is kept with the state, in the store and on its
+	// changelog record, and read back by State.Stamp.
+	Stamp Stamp
 	// Writes are writes to named stores, any key of the task's
 	// partition (a Stores processor only). The last write per store
 	// and key of a transaction is what its changelog gets.

@@ -35,6 +35,22 @@ type Timer struct {
 type TimerOp struct {
 	Timer
 	Cancel bool
+	// Hint sets the timer only when it has no earlier due time: a timer
+	// of the same Key, Name and Kind due at or before Due stays as it is.
+	// A hint is a time at or before which the timer may fire early (a
+	// state TTL's expiry, which its callback checks against the key's
+	// Stamp); after a set or a cancel of the same timer in the same
+	// transaction it sets the earlier of the two due times.
+	Hint bool
+}
+
+// Stamp is the time of a write of a key's state by a clock: the stream
+// time or the wall-clock time of the call that wrote it. Kind 0 is no
+// stamp.
+type Stamp struct {
+	Kind TimeKind
+	// At is a Unix time in milliseconds.
+	At int64
 }
 
 // StoreSpec is a named store of a Processor (see Stores). Its changelog
@@ -81,6 +97,11 @@ type State interface {
 	// Now is the wall-clock time the batch uses for wall-clock timers and
 	// TTLs (one value per batch, so a batch is reproducible).
 	Now() time.Time
+	// Stamp returns the Stamp of the last write of key's default state
+	// (Result.Stamp): committed, or written by the open transaction
+	// before this call. ok is false when that write had none, or the key
+	// has no state.
+	Stamp(key []byte) (s Stamp, ok bool, err error)
 }
 
 // Stores is implemented by a Processor that keeps named stores, sets
