@@ -319,6 +319,7 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 	}
 	if sx != nil {
 		sx.merge(res, buckets)
+		sx.release()
 	}
 	pol.Skipped.Add(n.skipped)
 	pol.Substituted.Add(n.substituted)

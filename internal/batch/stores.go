@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -32,8 +33,10 @@ type storesBatch struct {
 	openStamp func(key []byte) (process.Stamp, bool)
 	name      string
 	partition int32
-	// slab holds the buckets' own parts (newBucket).
-	slab []storesBucket
+	// slab holds the buckets' own parts (newBucket); slabs are the
+	// slabs of the batch.
+	slab  []storesBucket
+	slabs [][]storesBucket
 	// at[i] is the stream time once ordered record i was seen (the
 	// largest timestamp of the seen records up to and including it, and
 	// of earlier batches); the stream time before it is at[i-1] (before
@@ -74,10 +77,30 @@ func (sx *storesBatch) streamTimes() {
 // most a bucket per record, and one per key with due timers.
 func (sx *storesBatch) newBucket() *storesBucket {
 	if len(sx.slab) == cap(sx.slab) {
-		sx.slab = make([]storesBucket, 0, min(max(len(sx.at), 16), 1024))
+		if sp, ok := slabs.Get().(*[]storesBucket); ok {
+			sx.slab = (*sp)[:0]
+		} else {
+			sx.slab = make([]storesBucket, 0, min(max(len(sx.at), 16), 1024))
+		}
+		sx.slabs = append(sx.slabs, sx.slab)
 	}
 	sx.slab = append(sx.slab, storesBucket{sx: sx})
 	return &sx.slab[len(sx.slab)-1]
+}
+
+// slabs holds slabs of batches that ended (release), for newBucket.
+var slabs sync.Pool
+
+// release gives the batch's slabs back for later batches: once its
+// buckets ran and merged, nothing refers to them. Their contents are
+// cleared, so that a pooled slab holds on to no batch's data.
+func (sx *storesBatch) release() {
+	for _, s := range sx.slabs {
+		s = s[:cap(s)]
+		clear(s)
+		slabs.Put(&s)
+	}
+	sx.slabs, sx.slab = nil, nil
 }
 
 // dueBy reports whether t is due by the batch's end: event time by its
