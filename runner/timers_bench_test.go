@@ -19,6 +19,7 @@ var (
 	timerBenchRecords = flag.Int("timers-records", 100_000, "records per run of BenchmarkTimersThroughput")
 	timerBenchKeys    = flag.Int("timers-keys", 10_000, "keys of BenchmarkTimersThroughput")
 	timerBenchCommit  = flag.Duration("timers-commit-interval", 0, "commit interval of BenchmarkTimersThroughput (0: the default)")
+	timerBenchRounds  = flag.Int("timers-rounds", 3, "drains of BenchmarkTimersThroughput with and without timers each, alternating (the median counts)")
 	timerBenchVariant = flag.String("timers-variant", "both", "what the timed transformer of BenchmarkTimersThroughput does: both (a timer re-armed by every record, and StateTTL), timer (the timer only), ttl (StateTTL only), once (a timer set when a key is new, and StateTTL), none (OnTimer, but no timer and no TTL: what a stage with timers pays before it sets one)")
 )
 
@@ -53,11 +54,12 @@ func benchCounter(out string, timers bool, variant string) *transformer.Stage[in
 
 // BenchmarkTimersThroughput measures, in one run, the records/s of a
 // counting transformer with a timer per key and StateTTL against the same
-// transformer without them, alternating the two (three runs each, the
-// median counts), each on a fresh application over -timers-records
-// records of -timers-keys keys on two partitions. The rate is taken from
-// the first commit to the last (start-up excluded). It reports both rates
-// and their ratio (target >= 0.8). Set KAFKA_BROKERS for a real broker;
+// transformer without them, alternating the two (-timers-rounds runs
+// each, three by default; the median counts), each on a fresh
+// application over -timers-records records of -timers-keys keys on two
+// partitions. The rate is taken from the first commit to the last
+// (start-up excluded). It reports both rates and their ratio (target
+// >= 0.8). Set KAFKA_BROKERS for a real broker;
 // -timers-commit-interval sets the commit interval of both;
 // -timers-variant what the timed transformer does (benchCounter).
 //
@@ -84,7 +86,7 @@ func BenchmarkTimersThroughput(b *testing.B) {
 		}
 		cl.Close()
 		var rates [2][]float64
-		for round := range 6 {
+		for round := range 2 * max(*timerBenchRounds, 1) {
 			timers := round%2 == 1
 			rates[round%2] = append(rates[round%2], timersRate(b, c, in, n, timers))
 		}
