@@ -91,3 +91,24 @@ func TestPrepareKeepsEarlierTimerOverHint(t *testing.T) {
 		string(key("new")): store.TimerValue(eventTime, 30), string(key("gone")): store.TimerValue(eventTime, 40),
 	})
 }
+
+// TestStampDroppedWithinOneApply: a restore applies a fetch of
+// several records of one key in one batch; a put without a stamp after a
+// stamped put of the same batch must drop the stamp, as two batches do.
+func TestStampDroppedWithinOneApply(t *testing.T) {
+	st, err := store.Open(context.Background(), t.TempDir(), store.Options{ApplicationID: "app"})
+	require.NoError(t, err)
+	defer st.Close()
+	require.NoError(t, st.Apply([]store.Write{
+		{Key: []byte("a"), Value: []byte("1"), Stamp: []byte("s1")},
+		{Key: []byte("a"), Value: []byte("2")},
+		{Key: []byte("b"), Value: []byte("1"), Stamp: []byte("s1")},
+		{Key: []byte("b"), Delete: true},
+	}))
+	_, ok, err := st.StampOf([]byte("a"))
+	require.NoError(t, err)
+	require.False(t, ok, "a's last put had no stamp")
+	_, ok, err = st.StampOf([]byte("b"))
+	require.NoError(t, err)
+	require.False(t, ok, "b was deleted")
+}

@@ -334,9 +334,10 @@ func (s *Store) StampOf(key []byte) ([]byte, bool, error) {
 	return bytes.Clone(v), true, nil
 }
 
-// stamp adds to b the change of key's stamp that w makes.
-func (s *Store) stamp(b *pebble.Batch, w Write) error {
-	if w.Stamp == nil && !s.stamps {
+// stamp adds to b the change of key's stamp that w makes; stamped says
+// whether the batch already holds a stamp.
+func (s *Store) stamp(b *pebble.Batch, w Write, stamped bool) error {
+	if w.Stamp == nil && !s.stamps && !stamped {
 		return nil
 	}
 	var op *pebble.DeferredBatchOp
@@ -527,7 +528,7 @@ func (s *Store) apply(ws []Write, written map[string][]byte, cp *Checkpoint, syn
 			return fmt.Errorf("store: batch in %s: %w", s.dir, err)
 		}
 		if !s.timers {
-			if err := s.stamp(b, w); err != nil {
+			if err := s.stamp(b, w, stamped); err != nil {
 				return fmt.Errorf("store: batch in %s: %w", s.dir, err)
 			}
 			stamped = stamped || w.Stamp != nil && !w.Delete
