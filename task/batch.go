@@ -108,11 +108,12 @@ func (t *Task) run(ctx context.Context, recs []*kgo.Record, sem chan struct{}) (
 		return nil, fmt.Errorf("task %d: batch not run: %w", t.cfg.Partition, ErrClosed)
 	}
 	stream, timers := t.stream, t.timers != nil
+	open, last := t.open.stores[process.DefaultStore].m, t.last
 	t.leave()
 	if t.sp != nil {
 		p.View = &view{t: t, stream: stream, now: time.Now()}
 		if timers {
-			p.Due, p.KeyTimers, p.OpenStamp = t.due, t.keyTimers(), t.openStamp
+			p.Due, p.KeyTimers, p.OpenStamp = t.due, t.keyTimers(), openStamp(open, last)
 		}
 	}
 	res, err := batch.Run(ctx, p, recs)
@@ -162,19 +163,22 @@ func (t *Task) changelogTopic(topic string) bool {
 	return topic == t.timersTopic
 }
 
-// openStamp is a batch.Params.OpenStamp: the stamp of the open
-// transaction's write of key's state, else of the last committed
-// transaction's (Task.last), which no transaction followed. Only Add and
-// CommitOpen write them, never while a batch runs.
-func (t *Task) openStamp(key []byte) (process.Stamp, bool) {
-	w, ok := t.open.stores[process.DefaultStore].m[string(key)]
-	if !ok {
-		w, ok = t.last[string(key)]
+// openStamp returns a batch.Params.OpenStamp over open, the open
+// transaction's overlay of the default store, and last, the last
+// committed transaction's (Task.last), which no transaction followed.
+// Neither changes while a batch runs: Add and CommitOpen replace or fill
+// them between batches, Close replaces them.
+func openStamp(open, last map[string]store.Write) func(key []byte) (process.Stamp, bool) {
+	return func(key []byte) (process.Stamp, bool) {
+		w, ok := open[string(key)]
+		if !ok {
+			w, ok = last[string(key)]
+		}
+		if !ok || w.Delete {
+			return process.Stamp{}, false
+		}
+		return batch.DecodeStamp(w.Stamp)
 	}
-	if !ok || w.Delete {
-		return process.Stamp{}, false
-	}
-	return batch.DecodeStamp(w.Stamp)
 }
 
 // get reads key from the open transaction's overlay, else from the store
