@@ -489,9 +489,12 @@ func (x *storesBucket) fire(ctx context.Context, p *Params, bk *bucket, st int64
 		}
 		if t.Name == ttlTimer && rearms(res.Timers, bk.key, t.Name) {
 			// A state TTL's hint that found the key written since
-			// moved on: nothing expired, nothing fired.
+			// moved on, later than st: nothing expired, nothing
+			// fired, and the moved expiry may still fire in this
+			// batch (before a later record of the key).
 			x.firedTimers = x.firedTimers[:len(x.firedTimers)-1]
 			x.fired--
+			delete(x.done, t.Name)
 		}
 		stamp := time.UnixMilli(t.Due)
 		if t.Kind == process.WallClock {
