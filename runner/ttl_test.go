@@ -325,3 +325,107 @@ func TestStateTTLRemovedStopsExpiry(t *testing.T) {
 		return false, fmt.Errorf("timer %q of %s left after it came due", name, key)
 	}))
 }
+
+// TestStateTTLClockChangeKeepsWrittenKeys: k is written at t0 (its
+// expiry hint: t0+1h) and at t0+50m; the stage restarts with
+// StateTTL(1h, WallClock). When stream time reaches t0+61m the
+// event-time hint fires and finds a stamp of the other clock: k is not
+// expired (it was written minutes ago); its expiry counts from then.
+func TestStateTTLClockChangeKeepsWrittenKeys(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("ttl-clock")
+	c.CreateTopic(t, in, 1)
+	c.CreateTopic(t, out, 1)
+	t0 := time.UnixMilli(1_700_000_000_000).Truncate(time.Hour)
+	counter := func(kind transformer.TimeKind) *transformer.Stage[int] {
+		return transformer.New(func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
+			e.SetState(n + 1)
+			return nil
+		}, transformer.StateTTL(time.Hour, kind),
+			transformer.OnExpire(func(_ context.Context, key []byte, n int, o *transformer.Outputs) error {
+				o.Send(out, key, fmt.Appendf(nil, "expired#%d", n))
+				return nil
+			}))
+	}
+	dir := t.TempDir()
+	opts := []TransformerOpt{SeedBrokers(c.Brokers...), ApplicationID(app), InputTopics(in), StateDir(dir),
+		SessionTimeout(3 * time.Second), CommitInterval(20 * time.Millisecond), WithLogger(testLogger()),
+		WithConsumerOpts(kgo.HeartbeatInterval(200 * time.Millisecond))}
+	produced := 0
+	produce := func(key string, at time.Duration) {
+		c.Produce(t, &kgo.Record{Topic: in, Key: []byte(key), Value: []byte("v"), Timestamp: t0.Add(at)})
+		produced++
+		kafkatest.WaitFor(t, 30*time.Second, "the record committed", func() bool {
+			return c.CommittedOffsets(t, app, in)[0] == int64(produced)
+		})
+	}
+	first := startInstance(t, counter(transformer.EventTime), opts...)
+	produce("k", 0)
+	produce("k", 50*time.Minute)
+	require.NoError(t, first.stop(t))
+
+	second := startInstance(t, counter(transformer.WallClock), opts...)
+	produce("other", 61*time.Minute)
+	c.WaitSettled(t, out)
+	outs := c.ReadCommitted(t, out)
+	require.NoError(t, second.stop(t))
+	require.Empty(t, outs, "k was written 11 minutes (event time) / seconds (wall clock) ago")
+}
+
+// TestStateTTLToggledCountsFromTheHint: k written at 0 and 50m with
+// StateTTL(1h); a run without StateTTL writes k at 55m (dropping its
+// stamp); the stage runs again with StateTTL: at 61m the leftover hint
+// (t0+1h) finds no stamp and does not expire k, written 6 minutes
+// before; k expires, once, a TTL (rounded up) after that hint fired.
+func TestStateTTLToggledCountsFromTheHint(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("ttl-toggle")
+	c.CreateTopic(t, in, 1)
+	c.CreateTopic(t, out, 1)
+	t0 := time.UnixMilli(1_700_000_000_000).Truncate(time.Hour)
+	count := func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
+		e.SetState(n + 1)
+		return nil
+	}
+	withTTL := func() *transformer.Stage[int] {
+		return transformer.New(count, transformer.StateTTL(time.Hour, transformer.EventTime),
+			transformer.OnExpire(func(_ context.Context, key []byte, n int, o *transformer.Outputs) error {
+				o.Send(out, key, fmt.Appendf(nil, "expired#%d", n))
+				return nil
+			}))
+	}
+	noop := transformer.OnTimer(func(context.Context, transformer.Timer, int, *transformer.Emitter[int]) error { return nil })
+	dir := t.TempDir()
+	opts := []TransformerOpt{SeedBrokers(c.Brokers...), ApplicationID(app), InputTopics(in), StateDir(dir),
+		SessionTimeout(3 * time.Second), CommitInterval(20 * time.Millisecond), WithLogger(testLogger()),
+		WithConsumerOpts(kgo.HeartbeatInterval(200 * time.Millisecond))}
+	produced := 0
+	produce := func(key string, at time.Duration) {
+		c.Produce(t, &kgo.Record{Topic: in, Key: []byte(key), Value: []byte("v"), Timestamp: t0.Add(at)})
+		produced++
+		kafkatest.WaitFor(t, 30*time.Second, "the record committed", func() bool {
+			return c.CommittedOffsets(t, app, in)[0] == int64(produced)
+		})
+	}
+	a := startInstance(t, withTTL(), opts...)
+	produce("k", 0)
+	produce("k", 50*time.Minute)
+	require.NoError(t, a.stop(t))
+	b := startInstance(t, transformer.New(count, noop), opts...)
+	produce("k", 55*time.Minute)
+	require.NoError(t, b.stop(t))
+	c3 := startInstance(t, withTTL(), opts...)
+	produce("other", 61*time.Minute)
+	c.WaitSettled(t, out)
+	require.Empty(t, c.ReadCommitted(t, out), "k was written 6 minutes ago")
+	produce("other", 61*time.Minute+time.Hour)
+	c.WaitSettled(t, out)
+	require.Empty(t, c.ReadCommitted(t, out), "not yet a TTL after the hint fired, rounded up")
+	produce("other", 62*time.Minute+time.Hour)
+	c.WaitSettled(t, out)
+	outs := c.ReadCommitted(t, out)
+	require.NoError(t, c3.stop(t))
+	require.Len(t, outs, 1)
+	require.Equal(t, "k", string(outs[0].Key))
+	require.Equal(t, "expired#3", string(outs[0].Value))
+}

@@ -189,8 +189,11 @@ func Stores(stores ...StoreDef) Opt {
 // scan of the store. The key's own timers (SetTimer) outlive its expiry:
 // their callback then gets no state (Emitter.HadState is false). A stage
 // run again without StateTTL leaves state alone when the expiry timers of
-// the earlier run come due. d must be positive; a stateless stage has no
-// state to expire (Validate reports both).
+// the earlier run come due; a state whose expiry timer comes due without
+// a stamp of the TTL's clock (last written without StateTTL, or with the
+// other clock) is stamped then and expires d after it. d must be
+// positive; a stateless stage has no state to expire (Validate reports
+// both).
 func StateTTL(d time.Duration, kind TimeKind) Opt {
 	return optFunc(func(c *cfg) { c.ttl, c.ttlKind, c.ttlSet = d, kind, true })
 }
@@ -840,7 +843,15 @@ func (a storesAdapter[S]) Fire(ctx context.Context, pt process.Timer, state []by
 			if err != nil {
 				return res, err
 			}
-			if due := expiryDue(s.At, sc.ttl); ok && s.Kind == sc.ttlKind && due > c.clock(sc.ttlKind) {
+			now := c.clock(sc.ttlKind)
+			if !ok || s.Kind != sc.ttlKind {
+				// No stamp of the TTL's clock (the state was last
+				// written without StateTTL, or with another clock):
+				// its expiry counts from now, stamped on the state.
+				return process.Result{Op: process.Put, State: state, Stamp: process.Stamp{Kind: sc.ttlKind, At: now},
+					Timers: []process.TimerOp{{Timer: process.Timer{Key: pt.Key, Name: ttlTimer, Kind: sc.ttlKind, Due: expiryDue(now, sc.ttl)}}}}, nil
+			}
+			if due := expiryDue(s.At, sc.ttl); due > now {
 				return process.Result{Timers: []process.TimerOp{{Timer: process.Timer{Key: pt.Key, Name: ttlTimer, Kind: sc.ttlKind, Due: due}}}}, nil
 			}
 		}
