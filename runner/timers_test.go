@@ -24,8 +24,9 @@ import (
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
-// timersChildEnv makes the test binary a runner process of timerStage
-// (see TestMain): "brokers|app|in|out|stateDir|logFile|standbyReplicas|id".
+// timersChildEnv makes the test binary a runner process of timerStage,
+// or of ttlKillStage for an id starting with "ttl" (see TestMain):
+// "brokers|app|in|out|stateDir|logFile|standbyReplicas|id".
 const timersChildEnv = "FLECHTWERK_TIMERS_CHILD"
 
 // timerStage is timer-heavy: every record v of a key sets two timers of
@@ -61,7 +62,11 @@ func timersChild(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	r, err := NewTransformer(timerStage(out), SeedBrokers(strings.Split(brokers, ",")...), ApplicationID(app), InputTopics(in),
+	stage := timerStage(out)
+	if strings.HasPrefix(id, "ttl") {
+		stage = ttlKillStage(out)
+	}
+	r, err := NewTransformer(stage, SeedBrokers(strings.Split(brokers, ",")...), ApplicationID(app), InputTopics(in),
 		StateDir(dir), StandbyReplicas(replicas), SessionTimeout(childSession), CommitInterval(50*time.Millisecond),
 		WithConsumerOpts(kgo.ClientID(childClientID(id)), kgo.HeartbeatInterval(300*time.Millisecond)),
 		WithLogger(slog.New(slog.NewTextHandler(f, nil))))
