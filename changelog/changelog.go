@@ -163,7 +163,7 @@ func Record(topic string, partition int32, w store.Write) *kgo.Record {
 
 // StampHeader is the header of a changelog record that carries its put's
 // stamp (store.Write.Stamp), so that a restore keeps it.
-const StampHeader = restore.StampHeader
+const StampHeader = "flechtwerk.stamp"
 
 // Restore restores st from partition of topic and returns the number of
 // records it applied: Recover, for callers that need only the count.

@@ -339,7 +339,7 @@ func acl(err error, operation, topic string) error {
 }
 
 // StampHeader is the header of a changelog record that carries its put's
-// stamp (store.Write.Stamp).
+// stamp (store.Write.Stamp): changelog.StampHeader.
 const StampHeader = "flechtwerk.stamp"
 
 // Write returns the store write of changelog record r: a put of its
