@@ -182,9 +182,13 @@ func Stores(stores ...StoreDef) Opt {
 // restores and standbys keep it. The expiry is a timer of the key, a
 // hint at or before the expiry: set by the write of a key without one,
 // and left alone by later writes, which so cost it no timer record and no
-// store work. When the hint is due and the stamp says the key was written
-// since, the timer moves to the stamp's expiry instead (nothing fires, a
-// timer record at most once per d while the key keeps being written).
+// due-index move (at most a read at commit, for a key that neither the
+// open nor the last transaction wrote). When the hint is due and the
+// stamp says the key was written since, the timer moves to the stamp's
+// expiry instead (nothing fires; about a timer record per d while the key
+// keeps being written). A due hint whose expiry is later but also due
+// moves there first, so that the expiry fires at its own time, in due
+// order with the key's other timers.
 // The sweep costs one index seek per batch plus the due keys, never a
 // scan of the store. The key's own timers (SetTimer) outlive its expiry:
 // their callback then gets no state (Emitter.HadState is false). A stage
@@ -851,7 +855,7 @@ func (a storesAdapter[S]) Fire(ctx context.Context, pt process.Timer, state []by
 				return process.Result{Op: process.Put, State: state, Stamp: process.Stamp{Kind: sc.ttlKind, At: now},
 					Timers: []process.TimerOp{{Timer: process.Timer{Key: pt.Key, Name: ttlTimer, Kind: sc.ttlKind, Due: expiryDue(now, sc.ttl)}}}}, nil
 			}
-			if due := expiryDue(s.At, sc.ttl); due > now {
+			if due := expiryDue(s.At, sc.ttl); due > now || due > pt.Due {
 				return process.Result{Timers: []process.TimerOp{{Timer: process.Timer{Key: pt.Key, Name: ttlTimer, Kind: sc.ttlKind, Due: due}}}}, nil
 			}
 		}
@@ -902,7 +906,7 @@ func (a storesAdapter[S]) StateExpiry(s process.Stamp) (int64, bool) {
 // again costs its expiry no timer record. When that earlier timer fires,
 // Fire reads the stamp and moves the timer to the stamp's expiry if the
 // key was written since: a key that keeps being written costs its expiry
-// a timer record once per TTL, not once per transaction.
+// about a timer record per TTL, not one per transaction.
 func (a storesAdapter[S]) finish(res process.Result, c *call) process.Result {
 	if sc := a.t.sc; sc.ttl > 0 && c.key != nil {
 		switch res.Op {

@@ -84,8 +84,8 @@ type Params struct {
 	// the transaction committed just before it did; false when neither
 	// wrote it or the write had no stamp (older stamps are not read).
 	// Every write of a stamped state sets the state TTL's timer no later
-	// than its expiry (a hint), so a hint of a key stamped by the same
-	// clock changes nothing. Optional: without it, every hint
+	// than its expiry (a hint), so a hint of that timer for a key stamped
+	// by the same clock changes nothing. Optional: without it, every hint
 	// (process.TimerOp.Hint) of a call reaches the Result.
 	OpenStamp func(key []byte) (process.Stamp, bool)
 

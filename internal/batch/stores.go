@@ -45,6 +45,10 @@ type storesBatch struct {
 	before, end int64
 	now         time.Time
 	nowMs       int64
+	// cutKind and cutDue: the first due timer of a key without records
+	// that MaxTimers left for later (cutKind 0: none).
+	cutKind process.TimeKind
+	cutDue  int64
 }
 
 func newStoresBatch(p Params, sp process.Stores, n int) *storesBatch {
@@ -82,9 +86,10 @@ func (sx *storesBatch) newBucket() *storesBucket {
 		} else {
 			sx.slab = make([]storesBucket, 0, min(max(len(sx.at), 16), 1024))
 		}
-		sx.slabs = append(sx.slabs, sx.slab)
+		sx.slabs = append(sx.slabs, nil)
 	}
 	sx.slab = append(sx.slab, storesBucket{sx: sx})
+	sx.slabs[len(sx.slabs)-1] = sx.slab
 	return &sx.slab[len(sx.slab)-1]
 }
 
@@ -92,15 +97,30 @@ func (sx *storesBatch) newBucket() *storesBucket {
 var slabs sync.Pool
 
 // release gives the batch's slabs back for later batches: once its
-// buckets ran and merged, nothing refers to them. Their contents are
-// cleared, so that a pooled slab holds on to no batch's data.
+// buckets ran and merged, nothing refers to them. The parts it used are
+// cleared (those beyond were cleared by earlier releases), so that a
+// pooled slab holds on to no batch's data.
 func (sx *storesBatch) release() {
 	for _, s := range sx.slabs {
-		s = s[:cap(s)]
 		clear(s)
+		s = s[:0]
 		slabs.Put(&s)
 	}
 	sx.slabs, sx.slab = nil, nil
+}
+
+// leftBefore reports whether timers of keys without records due before
+// t may have been left for later batches (MaxTimers): an event-time cut
+// leaves every due wall-clock timer of such keys, a wall-clock cut none
+// of the event-time ones.
+func (sx *storesBatch) leftBefore(t process.Timer) bool {
+	switch {
+	case sx.cutKind == 0:
+		return false
+	case sx.cutKind != t.Kind:
+		return sx.cutKind == process.EventTime
+	}
+	return t.Due >= sx.cutDue
 }
 
 // dueBy reports whether t is due by the batch's end: event time by its
@@ -139,6 +159,9 @@ func (sx *storesBatch) collectDue(byKey map[string]*bucket, buckets []*bucket, l
 		bk := byKey[string(t.Key)]
 		if bk == nil || len(bk.x.pos) == 0 {
 			if limit > 0 && taken >= limit {
+				if !more {
+					sx.cutKind, sx.cutDue = t.Kind, t.Due
+				}
 				more = true
 				// The record buckets' timers may come later: read
 				// them per key below, or walk on without keyTimers.
@@ -180,6 +203,9 @@ func (sx *storesBatch) collectDue(byKey map[string]*bucket, buckets []*bucket, l
 				return nil, false, fmt.Errorf("%s: reading the timers of key %q: %w", sx.name, bk.key, err)
 			}
 		}
+	}
+	for _, bk := range only {
+		bk.x.only = true
 	}
 	slices.SortStableFunc(only, func(a, b *bucket) int {
 		if c := cmp.Compare(a.x.first, b.x.first); c != 0 {
@@ -348,6 +374,9 @@ type storesBucket struct {
 	// read once (openRead).
 	open             process.Stamp
 	openOK, openRead bool
+	// only: a bucket of a key without records, whose timers MaxTimers
+	// may have cut (leftBefore).
+	only bool
 }
 
 type overKey struct {
@@ -489,12 +518,16 @@ func (x *storesBucket) fire(ctx context.Context, p *Params, bk *bucket, st int64
 		}
 		if t.Name == ttlTimer && rearms(res.Timers, bk.key, t.Name) {
 			// A state TTL's hint that found the key written since
-			// moved on, later than st: nothing expired, nothing
-			// fired, and the moved expiry may still fire in this
-			// batch (before a later record of the key).
+			// moved on to its expiry: nothing expired, nothing fired.
+			// The expiry may fire in this batch, in due order (now,
+			// if due, or before a later record of the key), unless
+			// MaxTimers left timers of keys without records due
+			// before it for later batches.
 			x.firedTimers = x.firedTimers[:len(x.firedTimers)-1]
 			x.fired--
-			delete(x.done, t.Name)
+			if op := res.Timers[len(res.Timers)-1]; !x.only || !x.sx.leftBefore(op.Timer) {
+				delete(x.done, t.Name)
+			}
 		}
 		stamp := time.UnixMilli(t.Due)
 		if t.Kind == process.WallClock {
@@ -622,7 +655,7 @@ func (x *storesBucket) apply(bk *bucket, res stage.Result) {
 // with h into themselves; a cancel comes with a delete of the state), and
 // the bucket has no operation on the timer yet.
 func (x *storesBucket) hinted(key []byte, h process.TimerOp) bool {
-	if x.sx.openStamp == nil {
+	if x.sx.openStamp == nil || h.Name != ttlTimer {
 		return false
 	}
 	if !x.openRead {
