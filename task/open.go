@@ -261,6 +261,10 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 			// whose only writes change nothing keeps them.
 			if len(p.Writes()) > 0 || o.txn.Sent() > 0 || o.hasStoreWrites() {
 				prep, tws = p, p.Writes()
+			} else {
+				// A record that changes nothing: never a hint, which
+				// Apply would take for a set.
+				tws = []store.Write{{Key: store.StreamTimeKey, Value: store.StreamTimeValue(t.stream)}}
 			}
 		}
 	}
@@ -369,7 +373,10 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 	if err := errors.Join(errs...); err != nil {
 		return st, fmt.Errorf("task %d: transaction committed but the store update failed (restored from the changelog on restart): %w", t.cfg.Partition, err)
 	}
-	t.last = o.stores[0].m
+	t.last = nil
+	if o.stores[0].stamped {
+		t.last = o.stores[0].m
+	}
 	return st, nil
 }
 

@@ -25,6 +25,8 @@ type overlay struct {
 
 	mu     sync.Mutex
 	sorted []string // keys of m in byte order; nil: not built since the last write
+	// stamped: a write of m carried a stamp (Task.last keeps m then).
+	stamped bool
 }
 
 func (o *overlay) put(w store.Write) (delta int64) {
@@ -37,6 +39,7 @@ func (o *overlay) put(w store.Write) (delta int64) {
 		o.sorted = nil
 	}
 	o.m[string(w.Key)] = w
+	o.stamped = o.stamped || w.Stamp != nil
 	return delta + int64(len(w.Key)+len(w.Value))
 }
 
@@ -109,8 +112,10 @@ func (o *timerOverlay) put(op process.TimerOp) {
 		o.m = make(map[string]process.TimerOp, o.hint)
 	}
 	tk := string(store.TimerKey(op.Key, op.Name))
-	if prev, ok := o.m[tk]; ok && op.Hint {
-		op = batch.CombineHint(prev, op)
+	if op.Hint {
+		if prev, ok := o.m[tk]; ok {
+			op = batch.CombineHint(prev, op)
+		}
 	}
 	o.m[tk] = op
 	if k := op.Kind; !op.Cancel && int(k) < len(o.low) && (!o.has[k] || op.Due < o.low[k]) {

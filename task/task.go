@@ -100,8 +100,8 @@ type Task struct {
 	// buckets of a batch, while no batch is added or committed).
 	open open
 	// last is the default store's overlay of the last transaction
-	// committed and applied (nil: none since the task opened), touched
-	// as open is: openStamp reads its stamps.
+	// committed and applied when a write of it carried a stamp (nil:
+	// none), touched as open is: openStamp reads its stamps.
 	last    map[string]store.Write
 	commits atomic.Int64
 	// reads counts the store reads of batches in progress.
