@@ -39,8 +39,9 @@ type TimerOp struct {
 	// of the same Key, Name and Kind due at or before Due stays as it is.
 	// A hint is a time at or before which the timer may fire early (a
 	// state TTL's expiry, which its callback checks against the key's
-	// Stamp); after a set or a cancel of the same timer in the same
-	// transaction it sets the earlier of the two due times.
+	// Stamp). After a set or hint of the same timer and Kind in the same
+	// transaction it keeps the earlier of the two due times; after a
+	// cancel, or a set of the other Kind, it is a set.
 	Hint bool
 }
 
