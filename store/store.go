@@ -55,14 +55,14 @@ func NamedDir(stateDir, applicationID string, partition int32, name string) stri
 // Write is one committed state change: a put of Value, or a delete when
 // Delete is set.
 type Write struct {
-	Key    []byte
-	Value  []byte
-	Delete bool
+	Key   []byte
+	Value []byte
 	// Stamp, when not nil, is kept beside a put's value until the key's
 	// next write (StampOf); a put without one or a delete drops it. Its
 	// bytes are the caller's (changelog.StampHeader carries them on the
 	// changelog). Not in a timer store.
-	Stamp []byte
+	Stamp  []byte
+	Delete bool
 	// Hint makes a timer store's set a hint (Prepare): it is dropped when
 	// the key holds a timer of the same kind due no later. Elsewhere a
 	// hint is a set.
