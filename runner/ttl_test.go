@@ -244,19 +244,8 @@ func TestStateTTLStampSurvivesRestore(t *testing.T) {
 			o.Send(out, key, fmt.Appendf(nil, "expired#%d at %d", n, o.StreamTime().Sub(t0)/time.Minute))
 			return nil
 		}))
-	opts := func() []TransformerOpt {
-		return []TransformerOpt{SeedBrokers(c.Brokers...), ApplicationID(app), InputTopics(in), StateDir(t.TempDir()),
-			SessionTimeout(3 * time.Second), CommitInterval(20 * time.Millisecond), WithLogger(testLogger()),
-			WithConsumerOpts(kgo.HeartbeatInterval(200 * time.Millisecond))}
-	}
-	produced := 0
-	produce := func(key string, at time.Duration) {
-		c.Produce(t, &kgo.Record{Topic: in, Key: []byte(key), Value: []byte("v"), Timestamp: t0.Add(at)})
-		produced++
-		kafkatest.WaitFor(t, 30*time.Second, "the record committed", func() bool {
-			return c.CommittedOffsets(t, app, in)[0] == int64(produced)
-		})
-	}
+	opts := func() []TransformerOpt { return ttlOpts(c, app, in, t.TempDir()) }
+	produce := produceCommitted(t, c, app, in, t0)
 
 	first := startInstance(t, counter, opts()...)
 	produce("k", 0)              // the expiry's hint: t0+1h
@@ -293,17 +282,8 @@ func TestStateTTLRemovedStopsExpiry(t *testing.T) {
 	}
 	noop := transformer.OnTimer(func(context.Context, transformer.Timer, int, *transformer.Emitter[int]) error { return nil })
 	dir := t.TempDir()
-	opts := []TransformerOpt{SeedBrokers(c.Brokers...), ApplicationID(app), InputTopics(in), StateDir(dir),
-		SessionTimeout(3 * time.Second), CommitInterval(20 * time.Millisecond), WithLogger(testLogger()),
-		WithConsumerOpts(kgo.HeartbeatInterval(200 * time.Millisecond))}
-	produced := 0
-	produce := func(key string, at time.Duration) {
-		c.Produce(t, &kgo.Record{Topic: in, Key: []byte(key), Value: []byte("v"), Timestamp: t0.Add(at)})
-		produced++
-		kafkatest.WaitFor(t, 30*time.Second, "the record committed", func() bool {
-			return c.CommittedOffsets(t, app, in)[0] == int64(produced)
-		})
-	}
+	opts := ttlOpts(c, app, in, dir)
+	produce := produceCommitted(t, c, app, in, t0)
 	with := startInstance(t, transformer.New(count, transformer.StateTTL(time.Hour, transformer.EventTime), noop), opts...)
 	produce("k", 0)
 	require.NoError(t, with.stop(t))
@@ -348,17 +328,8 @@ func TestStateTTLClockChangeKeepsWrittenKeys(t *testing.T) {
 			}))
 	}
 	dir := t.TempDir()
-	opts := []TransformerOpt{SeedBrokers(c.Brokers...), ApplicationID(app), InputTopics(in), StateDir(dir),
-		SessionTimeout(3 * time.Second), CommitInterval(20 * time.Millisecond), WithLogger(testLogger()),
-		WithConsumerOpts(kgo.HeartbeatInterval(200 * time.Millisecond))}
-	produced := 0
-	produce := func(key string, at time.Duration) {
-		c.Produce(t, &kgo.Record{Topic: in, Key: []byte(key), Value: []byte("v"), Timestamp: t0.Add(at)})
-		produced++
-		kafkatest.WaitFor(t, 30*time.Second, "the record committed", func() bool {
-			return c.CommittedOffsets(t, app, in)[0] == int64(produced)
-		})
-	}
+	opts := ttlOpts(c, app, in, dir)
+	produce := produceCommitted(t, c, app, in, t0)
 	first := startInstance(t, counter(transformer.EventTime), opts...)
 	produce("k", 0)
 	produce("k", 50*time.Minute)
@@ -396,17 +367,8 @@ func TestStateTTLToggledCountsFromTheHint(t *testing.T) {
 	}
 	noop := transformer.OnTimer(func(context.Context, transformer.Timer, int, *transformer.Emitter[int]) error { return nil })
 	dir := t.TempDir()
-	opts := []TransformerOpt{SeedBrokers(c.Brokers...), ApplicationID(app), InputTopics(in), StateDir(dir),
-		SessionTimeout(3 * time.Second), CommitInterval(20 * time.Millisecond), WithLogger(testLogger()),
-		WithConsumerOpts(kgo.HeartbeatInterval(200 * time.Millisecond))}
-	produced := 0
-	produce := func(key string, at time.Duration) {
-		c.Produce(t, &kgo.Record{Topic: in, Key: []byte(key), Value: []byte("v"), Timestamp: t0.Add(at)})
-		produced++
-		kafkatest.WaitFor(t, 30*time.Second, "the record committed", func() bool {
-			return c.CommittedOffsets(t, app, in)[0] == int64(produced)
-		})
-	}
+	opts := ttlOpts(c, app, in, dir)
+	produce := produceCommitted(t, c, app, in, t0)
 	a := startInstance(t, withTTL(), opts...)
 	produce("k", 0)
 	produce("k", 50*time.Minute)
@@ -428,4 +390,27 @@ func TestStateTTLToggledCountsFromTheHint(t *testing.T) {
 	require.Len(t, outs, 1)
 	require.Equal(t, "k", string(outs[0].Key))
 	require.Equal(t, "expired#3", string(outs[0].Value))
+}
+
+// ttlOpts are the options of the TTL tests' instances of app over in,
+// with state in dir.
+func ttlOpts(c *kafkatest.Cluster, app, in, dir string) []TransformerOpt {
+	return []TransformerOpt{SeedBrokers(c.Brokers...), ApplicationID(app), InputTopics(in), StateDir(dir),
+		SessionTimeout(3 * time.Second), CommitInterval(20 * time.Millisecond), WithLogger(testLogger()),
+		WithConsumerOpts(kgo.HeartbeatInterval(200 * time.Millisecond))}
+}
+
+// produceCommitted returns a func that produces a record of key to
+// partition 0 of in, stamped at after t0, and waits until app committed
+// it: one transaction per record.
+func produceCommitted(t *testing.T, c *kafkatest.Cluster, app, in string, t0 time.Time) func(key string, at time.Duration) {
+	produced := 0
+	return func(key string, at time.Duration) {
+		t.Helper()
+		c.Produce(t, &kgo.Record{Topic: in, Key: []byte(key), Value: []byte("v"), Timestamp: t0.Add(at)})
+		produced++
+		kafkatest.WaitFor(t, 30*time.Second, "the record committed", func() bool {
+			return c.CommittedOffsets(t, app, in)[0] == int64(produced)
+		})
+	}
 }
