@@ -260,8 +260,12 @@ func TestTableAddedPartition(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	require.NoError(t, tbl.WaitReady(ctx))
-	_, err = c.Adm.CreatePartitions(ctx, 1, topic)
+	resp, err := c.Adm.CreatePartitions(ctx, 1, topic)
 	require.NoError(t, err)
+	require.NoError(t, resp.Error())
+	// A producer whose metadata still lists one partition fails a record
+	// for partition 1 at once instead of waiting for it.
+	c.WaitTopic(t, topic, 2)
 	c.Produce(t, rec(topic, 1, "b", `{"Limit":2}`))
 	kafkatest.WaitFor(t, 30*time.Second, "b from the added partition", func() bool {
 		_, ok := tbl.Get([]byte("b"))
