@@ -154,7 +154,7 @@ func Record(topic string, partition int32, w store.Write) *kgo.Record {
 		if r.Value == nil {
 			r.Value = []byte{}
 		}
-		if w.Stamp != nil {
+		if len(w.Stamp) > 0 {
 			r.Headers = []kgo.RecordHeader{{Key: StampHeader, Value: w.Stamp}}
 		}
 	}

@@ -140,7 +140,7 @@ func TestCheckpointSurvivesReopen(t *testing.T) {
 }
 
 // TestOpenWipesUntrustedStore: a store of another application id, of an
-// older layout or of none (no metadata), or files Pebble cannot open, are
+// unknown layout or of none (no metadata), or files Pebble cannot open, are
 // wiped by Open, with a log line naming the reason.
 func TestOpenWipesUntrustedStore(t *testing.T) {
 	rawPebble := func(t *testing.T, dir string, kvs ...[]byte) {
@@ -175,6 +175,9 @@ func TestOpenWipesUntrustedStore(t *testing.T) {
 		{"older layout version", func(t *testing.T, dir string) {
 			rawPebble(t, dir, metaKey, meta(0, "app"), []byte{0x01, 'k'}, []byte("old"))
 		}, "layout version 0"},
+		{"newer layout version", func(t *testing.T, dir string) {
+			rawPebble(t, dir, metaKey, meta(3, "app"), []byte{0x01, 'k'}, []byte("old"))
+		}, "layout version 3"},
 		{"not a pebble store", func(t *testing.T, dir string) {
 			require.NoError(t, os.MkdirAll(dir, 0o755))
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "CURRENT"), []byte("garbage\n"), 0o644))

@@ -29,7 +29,8 @@
 // replay from (every committed record below it is in the store) and a
 // wall time below the write time of every record above it. The store's
 // metadata, written when it is created, holds the layout version (Layout)
-// and the application id. Open keeps a store whose metadata matches and
+// and the application id. Open keeps a store whose metadata matches (a
+// layout it reads: Layout, or 1, kept in layout 1 until it is wiped) and
 // wipes any other, logging why: no metadata (a store of the layout before
 // version 1), another layout version, another application id, or files
 // Pebble cannot open. Whether a kept checkpoint is usable (same topic ID,

@@ -1,9 +1,14 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flechtwerk/flechtwerk/store"
@@ -12,9 +17,34 @@ import (
 // TestStampFollowsItsValue: a put's stamp is read back with StampOf until
 // the key's next write: a put with another stamp replaces it, a put
 // without one or a delete drops it; stamps survive a reopen, are not
-// state keys, and a Reset wipes them.
+// state keys, and a Reset wipes them. Both in a new store (layout 2: the
+// stamp ahead of the value) and in a layout 1 store (the stamp under its
+// own key).
 func TestStampFollowsItsValue(t *testing.T) {
-	dir := t.TempDir()
+	for _, legacy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("legacy=%v", legacy), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "app", "0")
+			if legacy {
+				legacyStore(t, dir)
+			}
+			stampFollowsItsValue(t, dir)
+		})
+	}
+}
+
+// legacyStore writes in dir the metadata of a layout 1 store of
+// application "app".
+func legacyStore(t *testing.T, dir string) {
+	t.Helper()
+	m, err := json.Marshal(map[string]any{"layout": 1, "application_id": "app"})
+	require.NoError(t, err)
+	db, err := pebble.Open(dir, &pebble.Options{})
+	require.NoError(t, err)
+	require.NoError(t, db.Set([]byte{0x00, 'm'}, m, pebble.Sync))
+	require.NoError(t, db.Close())
+}
+
+func stampFollowsItsValue(t *testing.T, dir string) {
 	o := store.Options{ApplicationID: "app"}
 	st, err := store.Open(context.Background(), dir, o)
 	require.NoError(t, err)
@@ -55,6 +85,93 @@ func TestStampFollowsItsValue(t *testing.T) {
 	require.Equal(t, map[string]string{"a": "7", "b": "6", "d": "4", "e": "8"}, got, "stamps are not state keys")
 	require.NoError(t, st.Reset([16]byte{1}))
 	require.Equal(t, "-", stampOf("e"), "a reset wipes the stamps")
+	require.NoError(t, st.Apply([]store.Write{{Key: []byte("f"), Value: []byte("9"), Stamp: []byte("s9")}}))
+	require.Equal(t, "s9", stampOf("f"), "stamps after a reset")
+	require.NoError(t, st.Apply([]store.Write{{Key: []byte("f"), Value: []byte("9"), Stamp: []byte{}}}))
+	require.Equal(t, "-", stampOf("f"), "an empty stamp is none")
+	v, ok, err := st.Get([]byte("f"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "9", string(v))
+}
+
+// TestInlineStampKeepsValues: in a new store a stamp shares its value's
+// Pebble key, and Get, Range and Scan return the value without it, also
+// an empty value and a value that looks like a stamp header.
+func TestInlineStampKeepsValues(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(context.Background(), dir, store.Options{ApplicationID: "app"})
+	require.NoError(t, err)
+	long := bytes.Repeat([]byte("s"), 300) // a two-byte length
+	ws := []store.Write{
+		{Key: []byte("a"), Value: []byte("1"), Stamp: []byte("s1")},
+		{Key: []byte("b"), Value: []byte{}, Stamp: long},
+		{Key: []byte("c"), Value: []byte{0x05, 'x'}},
+		{Key: []byte("d"), Value: []byte("4"), Stamp: []byte{}},
+	}
+	require.NoError(t, st.Apply(ws))
+	want := map[string]string{"a": "1", "b": "", "c": "\x05x", "d": "4"}
+	got := map[string]string{}
+	for k := range want {
+		v, ok, err := st.Get([]byte(k))
+		require.NoError(t, err)
+		require.True(t, ok, k)
+		got[k] = string(v)
+	}
+	require.Equal(t, want, got, "Get")
+	got = map[string]string{}
+	require.NoError(t, st.Range(func(k, v []byte) bool { got[string(k)] = string(v); return true }))
+	require.Equal(t, want, got, "Range")
+	got = map[string]string{}
+	require.NoError(t, st.Scan([]byte("b"), nil, func(k, v []byte) (bool, error) { got[string(k)] = string(v); return true, nil }))
+	require.Equal(t, map[string]string{"b": "", "c": "\x05x", "d": "4"}, got, "Scan")
+	b, ok, err := st.StampOf([]byte("b"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, long, b)
+	_, ok, err = st.StampOf([]byte("d"))
+	require.NoError(t, err)
+	require.False(t, ok, "an empty stamp is none")
+	require.NoError(t, st.Close())
+
+	db, err := pebble.Open(dir, &pebble.Options{})
+	require.NoError(t, err)
+	n := 0
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{0x01}})
+	require.NoError(t, err)
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	require.NoError(t, it.Close())
+	defer db.Close()
+	require.Equal(t, len(ws), n, "one Pebble key per state key: no stamp keys")
+	m, closer, err := db.Get([]byte{0x00, 'm'})
+	require.NoError(t, err)
+	require.Contains(t, string(m), `"layout":2`, "a version that reads layout 1 only wipes this store")
+	require.NoError(t, closer.Close())
+}
+
+// TestInlineStampBrokenHeader: a value in a new store without a stamp
+// header fails Get, StampOf, Range and Scan with an error naming the key
+// and the store.
+func TestInlineStampBrokenHeader(t *testing.T) {
+	dir := t.TempDir()
+	st, err := store.Open(context.Background(), dir, store.Options{ApplicationID: "app"})
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	db, err := pebble.Open(dir, &pebble.Options{})
+	require.NoError(t, err)
+	require.NoError(t, db.Set([]byte("\x01k"), []byte{0x09, 'x'}, pebble.Sync)) // says 9 stamp bytes, has 1
+	require.NoError(t, db.Close())
+	st, err = store.Open(context.Background(), dir, store.Options{ApplicationID: "app"})
+	require.NoError(t, err)
+	defer st.Close()
+	_, _, err = st.Get([]byte("k"))
+	require.ErrorContains(t, err, `value of "k" in `+dir+": no stamp header")
+	_, _, err = st.StampOf([]byte("k"))
+	require.ErrorContains(t, err, "no stamp header")
+	require.ErrorContains(t, st.Range(func(_, _ []byte) bool { return true }), "no stamp header")
+	require.ErrorContains(t, st.Scan(nil, nil, func(_, _ []byte) (bool, error) { return true, nil }), "no stamp header")
 }
 
 // TestPrepareKeepsEarlierTimerOverHint: a hint (Write.Hint) is dropped

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -19,13 +20,17 @@ import (
 )
 
 // Layout is the version of the on-disk layout this package writes: how
-// state keys, the metadata and the checkpoint are stored. A store of
-// another layout (or of none: stores written before layouts existed) is
-// wiped by Open.
-const Layout = 1
+// state keys, values, the metadata and the checkpoint are stored. Open
+// keeps a store of layout 1 (a value stored as it is, its stamp under a
+// key of its own) and reads and writes it in that layout until it is
+// wiped; it wipes a store of any other layout (or of none: stores
+// written before layouts existed). Layout 2 stores a value after its
+// stamp; a version that reads layout 1 only wipes it.
+const Layout = 2
 
 // Keys: the metadata and the checkpoint live under prefix 0x00, state key k
-// under 0x01 followed by k, so that no state key can collide with them.
+// under 0x01 followed by k, so that no state key can collide with them. In
+// layout 2 a state store's value is stored after its stamp (inline).
 var (
 	metaKey       = []byte{0x00, 'm'}
 	checkpointKey = []byte{0x00, 'c'}
@@ -33,7 +38,7 @@ var (
 	stateLower    = []byte{0x01}
 	stateUpper    = []byte{0x02}
 	// stampPrefix holds the Stamp of state key k under 0x03 followed by
-	// k (0x02 is a timer store's due index).
+	// k in a layout 1 store (0x02 is a timer store's due index).
 	stampPrefix = byte(0x03)
 	stampLower  = []byte{0x03}
 	stampUpper  = []byte{0x04}
@@ -57,10 +62,12 @@ func NamedDir(stateDir, applicationID string, partition int32, name string) stri
 type Write struct {
 	Key   []byte
 	Value []byte
-	// Stamp, when not nil, is kept beside a put's value until the key's
+	// Stamp, when not empty, is kept with a put's value until the key's
 	// next write (StampOf); a put without one or a delete drops it. Its
 	// bytes are the caller's (changelog.StampHeader carries them on the
-	// changelog). Not in a timer store.
+	// changelog). A layout 2 store keeps it in the same Pebble key as
+	// the value, ahead of it; a layout 1 store under a key of its own.
+	// Not in a timer store.
 	Stamp  []byte
 	Delete bool
 	// Hint makes a timer store's set a hint (Prepare): it is dropped when
@@ -135,8 +142,11 @@ type Store struct {
 	streamTime    int64
 	hasStreamTime bool
 	floors        *dueFloors
-	// stamps: the store may hold stamps (Write.Stamp), which a write
-	// without one must drop.
+	// inline: a value of a state key is stored as its stamp's length
+	// (uvarint), the stamp and the value (a state store of layout 2).
+	// Otherwise stamps: the store may hold stamps under stampPrefix,
+	// which a write without one must drop.
+	inline bool
 	stamps bool
 }
 
@@ -148,9 +158,10 @@ type Store struct {
 // again until o.LockWait has passed and then returns a *LockedError
 // (errors.Is(err, ErrLocked)), having touched nothing.
 //
-// A store left in dir is kept only when its metadata names layout Layout
-// and application id o.ApplicationID; any other store (no metadata, an
-// older layout, another application, files Pebble cannot open) is wiped,
+// A store left in dir is kept only when its metadata names a layout Open
+// reads (Layout, or 1) and application id o.ApplicationID; any other store
+// (no metadata, another layout, another application, files Pebble cannot
+// open) is wiped,
 // with a log line naming the reason, and an empty store is created. A kept
 // store's checkpoint (Checkpoint) says how much of the changelog it
 // reflects; whether that is usable is the restorer's decision
@@ -250,13 +261,14 @@ func (s *Store) check(db *pebble.DB) (string, Checkpoint, bool) {
 	switch {
 	case err != nil:
 		return fmt.Sprintf("unreadable metadata: %v", err), Checkpoint{}, false
-	case m.Layout != Layout:
-		return fmt.Sprintf("layout version %d, this version reads %d", m.Layout, Layout), Checkpoint{}, false
+	case m.Layout != 1 && m.Layout != Layout:
+		return fmt.Sprintf("layout version %d, this version reads 1 and %d", m.Layout, Layout), Checkpoint{}, false
 	case m.ApplicationID != s.app:
 		return fmt.Sprintf("it belongs to application id %q, not %q", m.ApplicationID, s.app), Checkpoint{}, false
 	case m.Timers != s.timers:
 		return fmt.Sprintf("timer store %v, want %v", m.Timers, s.timers), Checkpoint{}, false
 	}
+	s.inline = m.Layout >= 2 && !s.timers
 	v, closer, err = db.Get(checkpointKey)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return "", Checkpoint{}, false
@@ -284,6 +296,7 @@ func (s *Store) create() error {
 	if err != nil {
 		return fmt.Errorf("store: opening %s: %w", s.dir, err)
 	}
+	s.inline = !s.timers
 	m, _ := json.Marshal(meta{Layout: Layout, ApplicationID: s.app, Timers: s.timers})
 	if err := db.Set(metaKey, m, pebble.Sync); err != nil {
 		db.Close()
@@ -301,8 +314,12 @@ func (s *Store) create() error {
 	return nil
 }
 
-// loadStamps sets s.stamps when the store holds a stamp.
+// loadStamps sets s.stamps when the store holds a stamp under
+// stampPrefix.
 func (s *Store) loadStamps() error {
+	if s.inline {
+		return nil
+	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: stampLower, UpperBound: stampUpper})
 	if err != nil {
 		return fmt.Errorf("store: iterate %s: %w", s.dir, err)
@@ -317,6 +334,18 @@ func (s *Store) loadStamps() error {
 // StampOf returns a copy of the stamp kept with key's value (Write.Stamp)
 // and whether there is one.
 func (s *Store) StampOf(key []byte) ([]byte, bool, error) {
+	if s.inline {
+		v, closer, err := s.getRaw(key)
+		if err != nil || v == nil {
+			return nil, false, err
+		}
+		defer closer.Close()
+		stamp, _, err := s.split(key, v)
+		if err != nil || len(stamp) == 0 {
+			return nil, false, err
+		}
+		return bytes.Clone(stamp), true, nil
+	}
 	if !s.stamps {
 		return nil, false, nil
 	}
@@ -337,11 +366,11 @@ func (s *Store) StampOf(key []byte) ([]byte, bool, error) {
 // stamp adds to b the change of key's stamp that w makes; stamped says
 // whether the batch already holds a stamp.
 func (s *Store) stamp(b *pebble.Batch, w Write, stamped bool) error {
-	if w.Stamp == nil && !s.stamps && !stamped {
+	if len(w.Stamp) == 0 && !s.stamps && !stamped {
 		return nil
 	}
 	var op *pebble.DeferredBatchOp
-	if w.Stamp == nil || w.Delete {
+	if len(w.Stamp) == 0 || w.Delete {
 		op = b.DeleteDeferred(1 + len(w.Key))
 	} else {
 		op = b.SetDeferred(1+len(w.Key), len(w.Stamp))
@@ -398,18 +427,55 @@ func (s *Store) Checkpoint() (Checkpoint, bool) { return s.cp, s.hasCP }
 
 // Get returns a copy of the value of key and whether it exists.
 func (s *Store) Get(key []byte) ([]byte, bool, error) {
+	v, closer, err := s.getRaw(key)
+	if err != nil || v == nil {
+		return nil, false, err
+	}
+	defer closer.Close()
+	if s.inline {
+		if _, v, err = s.split(key, v); err != nil {
+			return nil, false, err
+		}
+	}
+	return append(make([]byte, 0, len(v)), v...), true, nil
+}
+
+// getRaw returns the stored value of state key key (nil and no closer
+// when it is absent), valid until the closer is closed.
+func (s *Store) getRaw(key []byte) ([]byte, io.Closer, error) {
 	k := make([]byte, 1+len(key))
 	k[0] = statePrefix
 	copy(k[1:], key)
 	v, closer, err := s.db.Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("store: get %q in %s: %w", key, s.dir, err)
+		return nil, nil, fmt.Errorf("store: get %q in %s: %w", key, s.dir, err)
 	}
-	out := append(make([]byte, 0, len(v)), v...)
-	return out, true, closer.Close()
+	if v == nil {
+		v = []byte{}
+	}
+	return v, closer, nil
+}
+
+// split splits v, the stored value of state key key in a store with
+// inline stamps, into its stamp and its value.
+func (s *Store) split(key, v []byte) (stamp, value []byte, err error) {
+	n, k := binary.Uvarint(v)
+	if k <= 0 || n > uint64(len(v)-k) {
+		return nil, nil, fmt.Errorf("store: value of %q in %s: no stamp header (%d bytes)", key, s.dir, len(v))
+	}
+	return v[k : k+int(n)], v[k+int(n):], nil
+}
+
+// uvarintLen is the length of x encoded by binary.PutUvarint.
+func uvarintLen(x uint64) int {
+	n := 1
+	for ; x >= 0x80; x >>= 7 {
+		n++
+	}
+	return n
 }
 
 // Apply writes ws atomically (one Pebble batch) and leaves the checkpoint
@@ -516,9 +582,16 @@ func (s *Store) apply(ws []Write, written map[string][]byte, cp *Checkpoint, syn
 			}
 		}
 		var op *pebble.DeferredBatchOp
-		if w.Delete {
+		switch {
+		case w.Delete:
 			op = b.DeleteDeferred(1 + len(w.Key))
-		} else {
+		case s.inline:
+			h := uvarintLen(uint64(len(w.Stamp)))
+			op = b.SetDeferred(1+len(w.Key), h+len(w.Stamp)+len(w.Value))
+			binary.PutUvarint(op.Value, uint64(len(w.Stamp)))
+			copy(op.Value[h:], w.Stamp)
+			copy(op.Value[h+len(w.Stamp):], w.Value)
+		default:
 			op = b.SetDeferred(1+len(w.Key), len(w.Value))
 			copy(op.Value, w.Value)
 		}
@@ -527,11 +600,11 @@ func (s *Store) apply(ws []Write, written map[string][]byte, cp *Checkpoint, syn
 		if err := op.Finish(); err != nil {
 			return fmt.Errorf("store: batch in %s: %w", s.dir, err)
 		}
-		if !s.timers {
+		if !s.timers && !s.inline {
 			if err := s.stamp(b, w, stamped); err != nil {
 				return fmt.Errorf("store: batch in %s: %w", s.dir, err)
 			}
-			stamped = stamped || w.Stamp != nil && !w.Delete
+			stamped = stamped || len(w.Stamp) > 0 && !w.Delete
 		}
 	}
 	if cp != nil {
@@ -659,7 +732,14 @@ func (s *Store) Range(fn func(key, value []byte) bool) error {
 			it.Close()
 			return fmt.Errorf("store: iterate %s: %w", s.dir, err)
 		}
-		if !fn(bytes.TrimPrefix(it.Key(), stateLower), v) {
+		k := bytes.TrimPrefix(it.Key(), stateLower)
+		if s.inline {
+			if _, v, err = s.split(k, v); err != nil {
+				it.Close()
+				return err
+			}
+		}
+		if !fn(k, v) {
 			break
 		}
 	}
@@ -685,7 +765,14 @@ func (s *Store) Scan(lo, hi []byte, fn func(key, value []byte) (bool, error)) er
 			it.Close()
 			return fmt.Errorf("store: scan %s: %w", s.dir, err)
 		}
-		more, err := fn(it.Key()[1:], v)
+		k := it.Key()[1:]
+		if s.inline {
+			if _, v, err = s.split(k, v); err != nil {
+				it.Close()
+				return err
+			}
+		}
+		more, err := fn(k, v)
 		if err != nil {
 			it.Close()
 			return err

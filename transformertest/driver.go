@@ -429,7 +429,7 @@ func (d *Driver) run(ctx context.Context, byPart map[int32][]*kgo.Record, parts 
 		for _, w := range res.Writes {
 			b.Changelog = append(b.Changelog, Write{Partition: p, Key: clone(w.Key), Value: clone(w.Value), Delete: w.Delete})
 			switch {
-			case w.Stamp != nil && !w.Delete:
+			case len(w.Stamp) > 0 && !w.Delete:
 				if d.stamps == nil {
 					d.stamps = map[int32]map[string][]byte{}
 				}
