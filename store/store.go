@@ -469,15 +469,6 @@ func (s *Store) split(key, v []byte) (stamp, value []byte, err error) {
 	return v[k : k+int(n)], v[k+int(n):], nil
 }
 
-// uvarintLen is the length of x encoded by binary.PutUvarint.
-func uvarintLen(x uint64) int {
-	n := 1
-	for ; x >= 0x80; x >>= 7 {
-		n++
-	}
-	return n
-}
-
 // Apply writes ws atomically (one Pebble batch) and leaves the checkpoint
 // as it is. That is safe, only slower to recover: the store may reflect
 // more of the changelog than its checkpoint says, and a replay from the
@@ -586,9 +577,10 @@ func (s *Store) apply(ws []Write, written map[string][]byte, cp *Checkpoint, syn
 		case w.Delete:
 			op = b.DeleteDeferred(1 + len(w.Key))
 		case s.inline:
-			h := uvarintLen(uint64(len(w.Stamp)))
+			var hdr [binary.MaxVarintLen64]byte
+			h := binary.PutUvarint(hdr[:], uint64(len(w.Stamp)))
 			op = b.SetDeferred(1+len(w.Key), h+len(w.Stamp)+len(w.Value))
-			binary.PutUvarint(op.Value, uint64(len(w.Stamp)))
+			copy(op.Value, hdr[:h])
 			copy(op.Value[h:], w.Stamp)
 			copy(op.Value[h+len(w.Stamp):], w.Value)
 		default:
