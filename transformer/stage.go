@@ -95,14 +95,15 @@ func (a adapter[S]) Codecs() []any {
 // Process runs the transform for one prepared record and encodes what it
 // did.
 func (a adapter[S]) Process(ctx context.Context, in stage.Input, state []byte, found bool) (stage.Result, error) {
-	return a.process(ctx, in, state, found, nil)
+	return a.process(ctx, in, state, found, nil, nil)
 }
 
-// process is Process in call c (nil: a stage without stores or timers).
-func (a adapter[S]) process(ctx context.Context, in stage.Input, state []byte, found bool, c *call) (stage.Result, error) {
+// process is Process in call c (nil: a stage without stores or timers);
+// a stateful stage's emitter is e (nil: one of its own).
+func (a adapter[S]) process(ctx context.Context, in stage.Input, state []byte, found bool, c *call, e *Emitter[S]) (stage.Result, error) {
 	t := a.t
 	if t.decode != nil {
-		return a.processTyped(ctx, in, state, found, c)
+		return a.processTyped(ctx, in, state, found, c, e)
 	}
 	rec, ok := in.View.(*Record)
 	if !ok {
@@ -116,12 +117,12 @@ func (a adapter[S]) process(ctx context.Context, in stage.Input, state []byte, f
 		}
 		return a.result(&out, in.Record, stage.Keep)
 	}
-	return a.stateful(in, state, found, c, func(s S, e *Emitter[S]) error { return t.fn.Transform(ctx, rec, s, e) })
+	return a.stateful(in, state, found, c, e, func(s S, e *Emitter[S]) error { return t.fn.Transform(ctx, rec, s, e) })
 }
 
 // processTyped is Process for a typed transformer: in.View is the record's
 // *TypedRecord.
-func (a adapter[S]) processTyped(ctx context.Context, in stage.Input, state []byte, found bool, c *call) (stage.Result, error) {
+func (a adapter[S]) processTyped(ctx context.Context, in stage.Input, state []byte, found bool, c *call, e *Emitter[S]) (stage.Result, error) {
 	t := a.t
 	if t.typedStateless != nil {
 		out := Outputs{decls: t.out.decls, call: c}
@@ -131,7 +132,7 @@ func (a adapter[S]) processTyped(ctx context.Context, in stage.Input, state []by
 		}
 		return a.result(&out, in.Record, stage.Keep)
 	}
-	return a.stateful(in, state, found, c, func(s S, e *Emitter[S]) error { return t.typed(ctx, in.View, s, e) })
+	return a.stateful(in, state, found, c, e, func(s S, e *Emitter[S]) error { return t.typed(ctx, in.View, s, e) })
 }
 
 // failed is the error of a call that returned err: its first failed
@@ -157,8 +158,9 @@ func (a adapter[S]) result(out *Outputs, in *kgo.Record, op stage.Op) (stage.Res
 	return stage.Result{Outputs: recs, Op: op}, nil
 }
 
-// stateful decodes the state, runs call and encodes what it did.
-func (a adapter[S]) stateful(in stage.Input, state []byte, found bool, c *call, call func(S, *Emitter[S]) error) (stage.Result, error) {
+// stateful decodes the state, runs call with emitter e (nil: a new one)
+// and encodes what it did.
+func (a adapter[S]) stateful(in stage.Input, state []byte, found bool, c *call, e *Emitter[S], call func(S, *Emitter[S]) error) (stage.Result, error) {
 	t := a.t
 	var s S
 	if found {
@@ -167,11 +169,14 @@ func (a adapter[S]) stateful(in stage.Input, state []byte, found bool, c *call, 
 			return stage.Result{}, &stateCodecError{op: "decoding", key: in.Key, err: err}
 		}
 	}
-	e := Emitter[S]{had: found}
+	if e == nil {
+		e = new(Emitter[S])
+	}
+	e.had = found
 	e.decls = t.out.decls
 	e.call = c
 	e.outs = e.buf[:0]
-	if err := call(s, &e); err != nil {
+	if err := call(s, e); err != nil {
 		return stage.Result{}, e.failed(err)
 	}
 	r, err := a.result(&e.Outputs, in.Record, e.op)

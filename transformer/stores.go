@@ -809,14 +809,21 @@ func (a storesAdapter[S]) Stores() []process.StoreSpec { return a.t.sc.specs }
 // changelog ({application id}-timers-changelog).
 func (a storesAdapter[S]) Timers() bool { return true }
 
+// callEmitter is a call and its emitter, made by one allocation.
+type callEmitter[S any] struct {
+	c call
+	e Emitter[S]
+}
+
 // ProcessState is Process reading st, with the call's store writes and
 // timer operations (its state TTL's included) in the result.
 func (a storesAdapter[S]) ProcessState(ctx context.Context, in process.Input, state []byte, found bool, st process.State) (process.Result, error) {
-	c := &call{sc: a.t.sc, st: st}
+	ce := &callEmitter[S]{c: call{sc: a.t.sc, st: st}}
+	c := &ce.c
 	if a.t.stateless == nil {
 		c.key = in.Key
 	}
-	res, err := a.process(ctx, in, state, found, c)
+	res, err := a.process(ctx, in, state, found, c, &ce.e)
 	if err != nil {
 		return res, err
 	}
@@ -860,7 +867,7 @@ func (a storesAdapter[S]) Fire(ctx context.Context, pt process.Timer, state []by
 			}
 		}
 		if t.onExpire != nil && found {
-			res, err = a.stateful(in, state, found, c, func(s S, e *Emitter[S]) error { return t.onExpire(ctx, pt.Key, s, &e.Outputs) })
+			res, err = a.stateful(in, state, found, c, nil, func(s S, e *Emitter[S]) error { return t.onExpire(ctx, pt.Key, s, &e.Outputs) })
 		}
 		res.Op, res.State = process.Delete, nil
 	case len(pt.Name) > len(storeTTLTimer) && pt.Name[:len(storeTTLTimer)] == storeTTLTimer:
@@ -876,7 +883,7 @@ func (a storesAdapter[S]) Fire(ctx context.Context, pt process.Timer, state []by
 		return res, nil
 	default:
 		tm := Timer{Key: pt.Key, Name: pt.Name, Kind: pt.Kind, Due: time.UnixMilli(pt.Due)}
-		res, err = a.stateful(in, state, found, c, func(s S, e *Emitter[S]) error { return t.onTimer(ctx, tm, s, e) })
+		res, err = a.stateful(in, state, found, c, nil, func(s S, e *Emitter[S]) error { return t.onTimer(ctx, tm, s, e) })
 	}
 	if err != nil {
 		return res, err

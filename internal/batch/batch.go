@@ -271,6 +271,7 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 			bk = &bucket{key: in.Key}
 			if sx != nil {
 				bk.x = sx.newBucket()
+				bk.x.pos, bk.x.timers = bk.x.pos1[:0], bk.x.timers1[:0]
 			}
 			byKey[string(in.Key)] = bk
 			buckets = append(buckets, bk)
@@ -301,6 +302,8 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 		}
 	}
 	res.Outputs = append(res.Outputs, dead...)
+	// stamps backs the writes' stamps, one allocation for the batch.
+	var stamps []byte
 	for _, bk := range buckets {
 		n.add(bk.n)
 		res.Outputs = append(res.Outputs, bk.outs...)
@@ -310,9 +313,20 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 			}
 			*res.Spans = append(*res.Spans, *bk.spans...)
 		}
+		if bk.op != stage.Keep && res.Writes == nil {
+			res.Writes = make([]store.Write, 0, len(buckets))
+		}
 		switch bk.op {
 		case stage.Put:
-			res.Writes = append(res.Writes, store.Write{Key: bk.key, Value: bk.state, Stamp: EncodeStamp(bk.stamp)})
+			var stamp []byte
+			if bk.stamp.Kind != 0 {
+				if cap(stamps)-len(stamps) < stampLen {
+					stamps = make([]byte, 0, stampLen*len(buckets))
+				}
+				stamps = AppendStamp(stamps, bk.stamp)
+				stamp = stamps[len(stamps)-stampLen : len(stamps) : len(stamps)]
+			}
+			res.Writes = append(res.Writes, store.Write{Key: bk.key, Value: bk.state, Stamp: stamp})
 		case stage.Delete:
 			res.Writes = append(res.Writes, store.Write{Key: bk.key, Delete: true})
 		}
@@ -545,22 +559,27 @@ func processRecord(ctx context.Context, tr stage.Transformer, in stage.Input, st
 	return tr.Process(ctx, in, state, found)
 }
 
+// stampLen is the length of an encoded stamp.
+const stampLen = 9
+
 // EncodeStamp returns the bytes of s kept with a state (store.Write.Stamp):
 // its kind, then its time as an int64 big endian; nil when s has no kind.
 func EncodeStamp(s process.Stamp) []byte {
 	if s.Kind == 0 {
 		return nil
 	}
-	b := make([]byte, 9)
-	b[0] = byte(s.Kind)
-	binary.BigEndian.PutUint64(b[1:], uint64(s.At))
-	return b
+	return AppendStamp(make([]byte, 0, stampLen), s)
+}
+
+// AppendStamp appends the EncodeStamp of s, which has a kind, to b.
+func AppendStamp(b []byte, s process.Stamp) []byte {
+	return binary.BigEndian.AppendUint64(append(b, byte(s.Kind)), uint64(s.At))
 }
 
 // DecodeStamp decodes an EncodeStamp; ok is false unless b is 9 bytes of
 // a known clock.
 func DecodeStamp(b []byte) (s process.Stamp, ok bool) {
-	if len(b) != 9 || (process.TimeKind(b[0]) != process.EventTime && process.TimeKind(b[0]) != process.WallClock) {
+	if len(b) != stampLen || (process.TimeKind(b[0]) != process.EventTime && process.TimeKind(b[0]) != process.WallClock) {
 		return process.Stamp{}, false
 	}
 	return process.Stamp{Kind: process.TimeKind(b[0]), At: int64(binary.BigEndian.Uint64(b[1:]))}, true

@@ -339,8 +339,10 @@ type voided struct {
 // processor.
 type storesBucket struct {
 	sx *storesBatch
-	// pos are the positions of the bucket's records in the batch's order.
-	pos []int
+	// pos are the positions of the bucket's records in the batch's order;
+	// pos1 backs the first.
+	pos  []int
+	pos1 [1]int
 	// due are the timers of the key due by the batch's end, as Params.Due
 	// gave them; first is the earliest Due (of a bucket without records).
 	due   []process.Timer
@@ -356,10 +358,12 @@ type storesBucket struct {
 	expiries []expiry
 	// writes and timers are the bucket's store writes and timer
 	// operations in call order; over the last write per store and key,
-	// which the bucket's later calls read.
-	writes []process.StoreWrite
-	timers []process.TimerOp
-	over   map[overKey]overVal
+	// which the bucket's later calls read; timers1 backs the first timer
+	// operation (a state TTL's hint, most often the only one).
+	writes  []process.StoreWrite
+	timers  []process.TimerOp
+	timers1 [1]process.TimerOp
+	over    map[overKey]overVal
 	// fixed: the operations before it are not replaced (putOwn), as
 	// expiries refer to them by index. foreign: timers holds operations
 	// on timers of other keys.
