@@ -323,7 +323,7 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 				if cap(stamps)-len(stamps) < stampLen {
 					stamps = make([]byte, 0, stampLen*len(buckets))
 				}
-				stamps = AppendStamp(stamps, bk.stamp)
+				stamps = appendStamp(stamps, bk.stamp)
 				stamp = stamps[len(stamps)-stampLen : len(stamps) : len(stamps)]
 			}
 			res.Writes = append(res.Writes, store.Write{Key: bk.key, Value: bk.state, Stamp: stamp})
@@ -562,22 +562,15 @@ func processRecord(ctx context.Context, tr stage.Transformer, in stage.Input, st
 // stampLen is the length of an encoded stamp.
 const stampLen = 9
 
-// EncodeStamp returns the bytes of s kept with a state (store.Write.Stamp):
-// its kind, then its time as an int64 big endian; nil when s has no kind.
-func EncodeStamp(s process.Stamp) []byte {
-	if s.Kind == 0 {
-		return nil
-	}
-	return AppendStamp(make([]byte, 0, stampLen), s)
-}
-
-// AppendStamp appends the EncodeStamp of s, which has a kind, to b.
-func AppendStamp(b []byte, s process.Stamp) []byte {
+// appendStamp appends to b the bytes of s, which has a kind, kept with a
+// state (store.Write.Stamp): its kind, then its time as an int64 big
+// endian.
+func appendStamp(b []byte, s process.Stamp) []byte {
 	return binary.BigEndian.AppendUint64(append(b, byte(s.Kind)), uint64(s.At))
 }
 
-// DecodeStamp decodes an EncodeStamp; ok is false unless b is 9 bytes of
-// a known clock.
+// DecodeStamp decodes the bytes of a stamp (appendStamp); ok is false
+// unless b is 9 bytes of a known clock.
 func DecodeStamp(b []byte) (s process.Stamp, ok bool) {
 	if len(b) != stampLen || (process.TimeKind(b[0]) != process.EventTime && process.TimeKind(b[0]) != process.WallClock) {
 		return process.Stamp{}, false
