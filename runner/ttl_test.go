@@ -414,3 +414,60 @@ func produceCommitted(t *testing.T, c *kafkatest.Cluster, app, in string, t0 tim
 		})
 	}
 }
+
+// TestTimerMovedLaterWritesNoTimerRecord: a session timer that every
+// record of its key moves later (here with a state TTL) is carried by the
+// key's state: over 20 transactions of one key a minute apart, within
+// its 30-minute timeout, the timer changelog holds one record of it (its
+// first due time, a hint; it is moved when that comes due, about once
+// per timeout) and one of the expiry. After a restore from the changelogs alone (a fresh state
+// directory), the timer does not fire at its first due time, and fires
+// once at its last, with that due time.
+func TestTimerMovedLaterWritesNoTimerRecord(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("moved")
+	c.CreateTopic(t, in, 1)
+	c.CreateTopic(t, out, 1)
+	t0 := time.UnixMilli(1_700_000_000_000).Truncate(time.Hour)
+	st := transformer.New(func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
+		if string(rec.Key) == "k" {
+			e.SetState(n + 1)
+			e.SetTimer("session", rec.Timestamp.Add(30*time.Minute))
+		}
+		return nil
+	}, transformer.StateTTL(time.Hour, transformer.EventTime),
+		transformer.OnTimer(func(_ context.Context, tm transformer.Timer, n int, e *transformer.Emitter[int]) error {
+			e.Send(out, tm.Key, fmt.Appendf(nil, "%s=%d due %d", tm.Name, n, tm.Due.Sub(t0)/time.Minute))
+			return nil
+		}))
+	opts := func() []TransformerOpt { return ttlOpts(c, app, in, t.TempDir()) }
+	produce := produceCommitted(t, c, app, in, t0)
+
+	first := startInstance(t, st, opts()...)
+	for i := range 20 {
+		produce("k", time.Duration(i+1)*time.Minute)
+	}
+	require.NoError(t, first.stop(t))
+	c.WaitSettled(t, changelog.TimersTopic(app))
+	count := map[string]int{}
+	for _, r := range c.ReadCommitted(t, changelog.TimersTopic(app)) {
+		if key, name, ok := store.DecodeTimerKey(r.Key); ok {
+			count[string(key)+"/"+strings.TrimPrefix(name, "\x00")]++
+		}
+	}
+	require.Equal(t, map[string]int{"k/session": 1, "k/ttl": 1}, count, "timer changelog records per timer")
+
+	second := startInstance(t, st, opts()...) // another state directory: a full restore
+	produce("other", 31*time.Minute)
+	c.WaitSettled(t, out)
+	require.Empty(t, c.ReadCommitted(t, out), "the timer's first due time: it was moved since")
+	produce("other", 49*time.Minute)
+	c.WaitSettled(t, out)
+	require.Empty(t, c.ReadCommitted(t, out), "not yet due")
+	produce("other", 51*time.Minute)
+	c.WaitSettled(t, out)
+	outs := c.ReadCommitted(t, out)
+	require.Len(t, outs, 1)
+	require.Equal(t, "session=20 due 50", string(outs[0].Value))
+	require.NoError(t, second.stop(t))
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/batch"
+	"github.com/flechtwerk/flechtwerk/internal/stamp"
 	"github.com/flechtwerk/flechtwerk/store"
 	"github.com/flechtwerk/flechtwerk/task/process"
 )
@@ -177,7 +178,7 @@ func openStamp(open, last map[string]store.Write) func(key []byte) (process.Stam
 		if !ok || w.Delete {
 			return process.Stamp{}, false
 		}
-		return batch.DecodeStamp(w.Stamp)
+		return stamp.Decode(w.Stamp)
 	}
 }
 

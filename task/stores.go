@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flechtwerk/flechtwerk/internal/batch"
+	"github.com/flechtwerk/flechtwerk/internal/stamp"
 	"github.com/flechtwerk/flechtwerk/store"
 	"github.com/flechtwerk/flechtwerk/task/process"
 )
@@ -195,7 +196,7 @@ func (v *view) Stamp(key []byte) (process.Stamp, bool, error) {
 		if w.Delete {
 			return process.Stamp{}, false, nil
 		}
-		s, ok := batch.DecodeStamp(w.Stamp)
+		s, ok := stamp.Decode(w.Stamp)
 		return s, ok, nil
 	}
 	st := t.stores[process.DefaultStore]
@@ -206,7 +207,7 @@ func (v *view) Stamp(key []byte) (process.Stamp, bool, error) {
 	if err != nil || !ok {
 		return process.Stamp{}, false, err
 	}
-	s, ok := batch.DecodeStamp(b)
+	s, ok := stamp.Decode(b)
 	return s, ok, nil
 }
 

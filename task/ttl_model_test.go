@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/flechtwerk/flechtwerk/internal/batch"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
+	"github.com/flechtwerk/flechtwerk/internal/stamp"
 	"github.com/flechtwerk/flechtwerk/store"
 	"github.com/flechtwerk/flechtwerk/task/process"
 	"github.com/flechtwerk/flechtwerk/transformer"
@@ -44,8 +44,21 @@ func fuzzStage() *transformer.Stage[int] {
 			e.Send("out", rec.Key, fmt.Appendf(nil, "rec %d del %d", off, e.StreamTime().UnixMilli()))
 			return nil
 		}
+		// mv (a write) and mk (no write) move the key's timer "mv",
+		// later or earlier; cx cancels it.
+		if ms, ok := strings.CutPrefix(v, "mk:"); ok {
+			d, _ := strconv.Atoi(ms)
+			e.SetTimer("mv", rec.Timestamp.Add(time.Duration(d)*time.Millisecond))
+			e.Send("out", rec.Key, fmt.Appendf(nil, "rec %d keep %d", off, e.StreamTime().UnixMilli()))
+			return nil
+		}
 		e.SetState(n + 1)
-		if name, ms, ok := strings.Cut(v, ":"); ok {
+		if v == "cx" {
+			e.CancelTimer("mv")
+		} else if ms, ok := strings.CutPrefix(v, "mv:"); ok {
+			d, _ := strconv.Atoi(ms)
+			e.SetTimer("mv", rec.Timestamp.Add(time.Duration(d)*time.Millisecond))
+		} else if name, ms, ok := strings.Cut(v, ":"); ok {
 			d, _ := strconv.Atoi(ms)
 			e.SetTimer(fmt.Sprintf("%s%d", name, off), rec.Timestamp.Add(time.Duration(d)*time.Millisecond))
 		}
@@ -206,13 +219,19 @@ func fuzzOnce(t *testing.T, seed int64) {
 			at -= int64(rng.Intn(100))
 		}
 		v := "v"
-		switch rng.Intn(10) {
+		switch rng.Intn(14) {
 		case 0:
 			v = "del"
 		case 1:
 			v = fmt.Sprintf("us:%d", 1+rng.Intn(120))
 		case 2:
 			v = fmt.Sprintf("ud:%d", 1+rng.Intn(120))
+		case 3, 4, 5:
+			v = fmt.Sprintf("mv:%d", 1+rng.Intn(120))
+		case 6:
+			v = fmt.Sprintf("mk:%d", 1+rng.Intn(120))
+		case 7:
+			v = "cx"
 		}
 		recs = append(recs, &kgo.Record{Topic: "in", Offset: int64(i), Key: []byte(keys[rng.Intn(len(keys))]), Value: []byte(v), Timestamp: time.UnixMilli(at)})
 	}
@@ -323,6 +342,11 @@ func checkFuzz(t *testing.T, recs []*kgo.Record, h *fuzzHarness) {
 				m.exists = false
 				continue
 			}
+			if f[2] == "keep" {
+				d, _ := strconv.Atoi(strings.TrimPrefix(string(recs[off].Value), "mk:"))
+				m.timers["mv"] = recs[off].Timestamp.UnixMilli() + int64(d)
+				continue
+			}
 			n, _ := strconv.Atoi(f[2])
 			want := 1
 			if m.exists {
@@ -333,7 +357,12 @@ func checkFuzz(t *testing.T, recs []*kgo.Record, h *fuzzHarness) {
 			}
 			sa, _ := strconv.ParseInt(f[3], 10, 64)
 			m.exists, m.count, m.last = true, n, sa
-			if name, ms, ok := strings.Cut(string(recs[off].Value), ":"); ok {
+			if v := string(recs[off].Value); v == "cx" {
+				delete(m.timers, "mv")
+			} else if ms, ok := strings.CutPrefix(v, "mv:"); ok {
+				d, _ := strconv.Atoi(ms)
+				m.timers["mv"] = recs[off].Timestamp.UnixMilli() + int64(d)
+			} else if name, ms, ok := strings.Cut(v, ":"); ok {
 				d, _ := strconv.Atoi(ms)
 				m.timers[name+f[1]] = recs[off].Timestamp.UnixMilli() + int64(d)
 			}
@@ -388,6 +417,19 @@ func checkFuzz(t *testing.T, recs []*kgo.Record, h *fuzzHarness) {
 		if s := overdue(k, m, final, math.MaxInt64, ""); s != "" {
 			t.Fatalf("after the drain (stream %d): %s\nlog:\n%s", final, s, strings.Join(log, "\n"))
 		}
+		// The pending timers, at their due times: those the state
+		// carries at the stamp's (stamp.Due).
+		sb, _, err := h.tk.stores[0].StampOf([]byte(k))
+		require.NoError(t, err)
+		s, _ := stamp.Decode(sb)
+		pending := map[string]int64{}
+		require.NoError(t, h.tk.timers.KeyTimers([]byte(k), func(name string, kind uint8, due int64) (bool, error) {
+			if name[0] != 0 {
+				pending[name] = stamp.Due(s, name, process.TimeKind(kind), due)
+			}
+			return true, nil
+		}))
+		require.Equal(t, m.timers, pending, "pending timers of key %s\nlog:\n%s", k, strings.Join(log, "\n"))
 		v, ok, err := h.tk.stores[0].Get([]byte(k))
 		require.NoError(t, err)
 		require.Equal(t, m.exists, ok, "key %s state", k)
@@ -396,7 +438,7 @@ func checkFuzz(t *testing.T, recs []*kgo.Record, h *fuzzHarness) {
 			sb, ok, err := h.tk.stores[0].StampOf([]byte(k))
 			require.NoError(t, err)
 			require.True(t, ok, "key %s has no stamp", k)
-			s, _ := batch.DecodeStamp(sb)
+			s, _ := stamp.Decode(sb)
 			var ttl []int64
 			require.NoError(t, h.tk.timers.KeyTimers([]byte(k), func(name string, _ uint8, due int64) (bool, error) {
 				if name == "\x00ttl" {

@@ -827,7 +827,7 @@ func (a storesAdapter[S]) ProcessState(ctx context.Context, in process.Input, st
 	if err != nil {
 		return res, err
 	}
-	return a.finish(res, c), nil
+	return a.finish(res, c, state, found)
 }
 
 // Fire runs the callback of timer pt: OnTimer for a user timer; for the
@@ -859,7 +859,7 @@ func (a storesAdapter[S]) Fire(ctx context.Context, pt process.Timer, state []by
 				// No stamp of the TTL's clock (the state was last
 				// written without StateTTL, or with another clock):
 				// its expiry counts from now, stamped on the state.
-				return process.Result{Op: process.Put, State: state, Stamp: process.Stamp{Kind: sc.ttlKind, At: now},
+				return process.Result{Op: process.Put, State: state, Stamp: process.Stamp{Kind: sc.ttlKind, At: now, Timers: s.Timers},
 					Timers: []process.TimerOp{{Timer: process.Timer{Key: pt.Key, Name: ttlTimer, Kind: sc.ttlKind, Due: expiryDue(now, sc.ttl)}}}}, nil
 			}
 			if due := expiryDue(s.At, sc.ttl); due > now || due > pt.Due {
@@ -870,6 +870,9 @@ func (a storesAdapter[S]) Fire(ctx context.Context, pt process.Timer, state []by
 			res, err = a.stateful(in, state, found, c, nil, func(s S, e *Emitter[S]) error { return t.onExpire(ctx, pt.Key, s, &e.Outputs) })
 		}
 		res.Op, res.State = process.Delete, nil
+		if err == nil && found {
+			err = c.settle(c.key)
+		}
 	case len(pt.Name) > len(storeTTLTimer) && pt.Name[:len(storeTTLTimer)] == storeTTLTimer:
 		for i, b := range t.sc.stores {
 			if b.name == pt.Name[len(storeTTLTimer):] {
@@ -882,6 +885,22 @@ func (a storesAdapter[S]) Fire(ctx context.Context, pt process.Timer, state []by
 		// stage that had a callback: nothing to run.
 		return res, nil
 	default:
+		if found {
+			// The timer store may hold a carried timer early (a hint):
+			// its due time is the one the key's stamp carries.
+			s, _, err := st.Stamp(pt.Key)
+			if err != nil {
+				return res, err
+			}
+			if ct, ok := s.Timer(pt.Name); ok && ct.Kind == pt.Kind && ct.Due > pt.Due {
+				// Moved there, it fires when due: now, if it is, in
+				// its due order.
+				return process.Result{Moved: true, Timers: []process.TimerOp{{Timer: process.Timer{Key: pt.Key, Name: pt.Name, Kind: ct.Kind, Due: ct.Due}}}}, nil
+			}
+		}
+		// The fired timer is gone, from the key's stamp too, unless the
+		// callback sets it again.
+		c.addTimer(process.TimerOp{Timer: process.Timer{Key: pt.Key, Name: pt.Name}, Cancel: true})
 		tm := Timer{Key: pt.Key, Name: pt.Name, Kind: pt.Kind, Due: time.UnixMilli(pt.Due)}
 		res, err = a.stateful(in, state, found, c, nil, func(s S, e *Emitter[S]) error { return t.onTimer(ctx, tm, s, e) })
 	}
@@ -892,7 +911,7 @@ func (a storesAdapter[S]) Fire(ctx context.Context, pt process.Timer, state []by
 		res.Writes, res.Timers = c.writes, c.timers
 		return res, nil
 	}
-	return a.finish(res, c), nil
+	return a.finish(res, c, state, found)
 }
 
 // StateExpiry returns when a state stamped s expires by the stage's
@@ -904,8 +923,9 @@ func (a storesAdapter[S]) StateExpiry(s process.Stamp) (int64, bool) {
 	return 0, false
 }
 
-// finish adds the writes and timer operations of c to res, and the state
-// TTL's arming or disarming when res writes the key's state.
+// finish adds the writes and timer operations of c to res, the key's
+// carried timers (carry), and the state TTL's arming or disarming when
+// res writes the key's state.
 //
 // A put stamps the state with its time by the TTL's clock and sets the
 // expiry timer as a hint (process.TimerOp.Hint) at the time it expires
@@ -914,17 +934,133 @@ func (a storesAdapter[S]) StateExpiry(s process.Stamp) (int64, bool) {
 // Fire reads the stamp and moves the timer to the stamp's expiry if the
 // key was written since: a key that keeps being written costs its expiry
 // about a timer record per TTL, not one per transaction.
-func (a storesAdapter[S]) finish(res process.Result, c *call) process.Result {
-	if sc := a.t.sc; sc.ttl > 0 && c.key != nil {
-		switch res.Op {
-		case process.Put:
-			at := c.clock(sc.ttlKind)
-			res.Stamp = process.Stamp{Kind: sc.ttlKind, At: at}
-			c.addTimer(process.TimerOp{Timer: process.Timer{Key: c.key, Name: ttlTimer, Kind: sc.ttlKind, Due: expiryDue(at, sc.ttl)}, Hint: true})
-		case process.Delete:
-			c.arm(c.key, ttlTimer, sc.ttl, sc.ttlKind, true)
+func (a storesAdapter[S]) finish(res process.Result, c *call, state []byte, found bool) (process.Result, error) {
+	sc := a.t.sc
+	var (
+		prev   process.Stamp
+		forced bool
+	)
+	if sc.callback && c.key != nil {
+		var err error
+		if prev, forced, err = c.carry(&res, state, found); err != nil {
+			return res, err
 		}
 	}
+	if sc.ttl > 0 && c.key != nil {
+		switch {
+		case forced:
+			// Written for its carried timers only: its TTL's stamp
+			// and expiry stay.
+			res.Stamp.Kind, res.Stamp.At = prev.Kind, prev.At
+		case res.Op == process.Put:
+			at := c.clock(sc.ttlKind)
+			res.Stamp.Kind, res.Stamp.At = sc.ttlKind, at
+			c.addTimer(process.TimerOp{Timer: process.Timer{Key: c.key, Name: ttlTimer, Kind: sc.ttlKind, Due: expiryDue(at, sc.ttl)}, Hint: true})
+		case res.Op == process.Delete:
+			c.arm(c.key, ttlTimer, sc.ttl, sc.ttlKind, true)
+		}
+	} else if forced {
+		res.Stamp.Kind, res.Stamp.At = prev.Kind, prev.At
+	}
 	res.Writes, res.Timers = c.writes, c.timers
-	return res
+	return res, nil
+}
+
+// ownTimer reports whether op is on a timer the stage set for key (not a
+// TTL's expiry, whose names are reserved).
+func ownTimer(op process.TimerOp, key []byte) bool {
+	return op.Name != "" && op.Name[0] != 0 && bytes.Equal(op.Key, key)
+}
+
+// carry keeps the key's timers in its state's stamp (process.Stamp.Timers)
+// when the call writes its state, so that a timer set again later costs
+// no timer record: a put carries the timers of the key's last stamp
+// under the call's operations on them, and its sets become hints (the
+// timer store keeps an earlier due time, which Fire then moves to the
+// carried one). A call that changes a carried timer without writing the
+// state writes it as it is (forced, with the last stamp's time). A delete
+// drops the stamp: the timers it carried are set where it had them. It
+// returns the key's last stamp (prev).
+func (c *call) carry(res *process.Result, state []byte, found bool) (prev process.Stamp, forced bool, err error) {
+	own := false
+	for _, op := range c.timers {
+		if ownTimer(op, c.key) {
+			own = true
+			break
+		}
+	}
+	if !own && res.Op == process.Keep {
+		return prev, false, nil
+	}
+	if prev, _, err = c.st.Stamp(c.key); err != nil {
+		return prev, false, err
+	}
+	if res.Op == process.Delete {
+		return prev, false, c.settleFrom(prev)
+	}
+	carried := slices.Clone(prev.Timers)
+	changed := false
+	for _, op := range c.timers {
+		if !ownTimer(op, c.key) {
+			continue
+		}
+		i := slices.IndexFunc(carried, func(t process.Timer) bool { return t.Name == op.Name })
+		switch {
+		case op.Cancel && i >= 0:
+			carried = slices.Delete(carried, i, i+1)
+			changed = true
+		case op.Cancel:
+		case i >= 0:
+			if carried[i].Kind != op.Kind || carried[i].Due != op.Due {
+				carried[i].Kind, carried[i].Due = op.Kind, op.Due
+				changed = true
+			}
+		case res.Op == process.Put:
+			carried = append(carried, process.Timer{Name: op.Name, Kind: op.Kind, Due: op.Due})
+		}
+	}
+	if res.Op == process.Keep {
+		// Timers the stamp does not carry stay in the timer store
+		// alone; a change to one it carries rewrites the state.
+		if !changed || !found {
+			return prev, false, nil
+		}
+		res.Op, res.State, forced = process.Put, state, true
+	}
+	for i, op := range c.timers {
+		if ownTimer(op, c.key) && !op.Cancel && slices.ContainsFunc(carried, func(t process.Timer) bool { return t.Name == op.Name }) {
+			c.timers[i].Hint = true
+		}
+	}
+	res.Stamp.Timers = carried
+	return prev, forced, nil
+}
+
+// settle sets the timers key's stamp carries where the stamp has them,
+// before its state is deleted (see carry).
+func (c *call) settle(key []byte) error {
+	prev, _, err := c.st.Stamp(key)
+	if err != nil {
+		return err
+	}
+	return c.settleFrom(prev)
+}
+
+// settleFrom sets the timers prev carries that the call did not set or
+// cancel at the due times prev has, and makes the call's sets of the
+// key's timers plain sets.
+func (c *call) settleFrom(prev process.Stamp) error {
+	for i, op := range c.timers {
+		if ownTimer(op, c.key) {
+			c.timers[i].Hint = false
+		}
+	}
+	for _, t := range prev.Timers {
+		if slices.ContainsFunc(c.timers, func(op process.TimerOp) bool { return ownTimer(op, c.key) && op.Name == t.Name }) {
+			continue
+		}
+		t.Key = c.key
+		c.addTimer(process.TimerOp{Timer: t})
+	}
+	return nil
 }

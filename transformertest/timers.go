@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flechtwerk/flechtwerk/internal/batch"
+	"github.com/flechtwerk/flechtwerk/internal/stamp"
 	"github.com/flechtwerk/flechtwerk/task/process"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
@@ -87,7 +88,7 @@ func (v *memView) StreamTime() int64 { return v.d.stream[v.p] }
 func (v *memView) Now() time.Time { return v.now }
 
 func (v *memView) Stamp(key []byte) (process.Stamp, bool, error) {
-	s, ok := batch.DecodeStamp(v.d.stamps[v.p][string(key)])
+	s, ok := stamp.Decode(v.d.stamps[v.p][string(key)])
 	return s, ok, nil
 }
 
@@ -278,8 +279,11 @@ func (d *Driver) Timers(p int32, key []byte) []transformer.Timer {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var ts []process.Timer
+	s, _ := stamp.Decode(d.stamps[p][string(key)])
 	for id, t := range d.timers[p] {
 		if id.key == string(key) && !strings.HasPrefix(id.name, "\x00") {
+			// A timer carried by the key's stamp may be held early.
+			t.Due = stamp.Due(s, t.Name, t.Kind, t.Due)
 			ts = append(ts, t)
 		}
 	}
@@ -312,7 +316,7 @@ func (d *Driver) Expiry(p int32, store string, key []byte) (time.Time, bool) {
 		e, isE := d.sp.(interface {
 			StateExpiry(process.Stamp) (int64, bool)
 		})
-		if s, ok := batch.DecodeStamp(d.stamps[p][string(key)]); ok && isE {
+		if s, ok := stamp.Decode(d.stamps[p][string(key)]); ok && isE {
 			if at, ok := e.StateExpiry(s); ok {
 				return time.UnixMilli(at), true
 			}

@@ -3,6 +3,7 @@ package admin_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,7 +14,9 @@ import (
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/internal/admin"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
+	"github.com/flechtwerk/flechtwerk/internal/stamp"
 	"github.com/flechtwerk/flechtwerk/store"
+	"github.com/flechtwerk/flechtwerk/task/process"
 )
 
 // TestDescribeAndStateGetCoverStores: describe lists the changelog of
@@ -147,4 +150,42 @@ func TestResetStateDeletesEveryStore(t *testing.T) {
 		require.True(t, !ok || d.Err != nil, "%s deleted", tp)
 	}
 	require.NoError(t, td[other].Err, "the other application's changelog stays")
+}
+
+// TestStateTimersShowCarriedDue: state timers lists a timer the key's
+// state carries (process.Stamp.Timers) at the due time of the stamp of
+// the key's last state record, not at the earlier time the timer store
+// holds; a timer the stamp does not carry, or carries earlier or of the
+// other clock, at the timer store's.
+func TestStateTimersShowCarriedDue(t *testing.T) {
+	c := kafkatest.New(t)
+	id := kafkatest.Name("app")
+	for _, tp := range []string{changelog.Topic(id), changelog.TimersTopic(id)} {
+		c.CreateTopic(t, tp, 1)
+	}
+	withStamp := func(v string, s process.Stamp) *kgo.Record {
+		return &kgo.Record{Topic: changelog.Topic(id), Key: []byte("k"), Value: []byte(v),
+			Headers: []kgo.RecordHeader{{Key: changelog.StampHeader, Value: stamp.Append(nil, s)}}}
+	}
+	c.Produce(t,
+		withStamp("1", process.Stamp{Timers: []process.Timer{{Name: "a", Kind: process.EventTime, Due: 90}}}),
+		withStamp("2", process.Stamp{Kind: process.EventTime, At: 3, Timers: []process.Timer{
+			{Name: "a", Kind: process.EventTime, Due: 50},
+			{Name: "b", Kind: process.EventTime, Due: 5},
+			{Name: "w", Kind: process.EventTime, Due: 70},
+		}}),
+		&kgo.Record{Topic: changelog.TimersTopic(id), Key: store.TimerKey([]byte("k"), "a"), Value: store.TimerValue(1, 10)},
+		&kgo.Record{Topic: changelog.TimersTopic(id), Key: store.TimerKey([]byte("k"), "b"), Value: store.TimerValue(1, 20)},
+		&kgo.Record{Topic: changelog.TimersTopic(id), Key: store.TimerKey([]byte("k"), "c"), Value: store.TimerValue(1, 30)},
+		&kgo.Record{Topic: changelog.TimersTopic(id), Key: store.TimerKey([]byte("k"), "w"), Value: store.TimerValue(2, 40)},
+	)
+	r := cli(t, c, "", "state", "timers", "--json", id, "k")
+	require.Equal(t, admin.ExitOK, r.code, r.stderr)
+	var tl admin.TimerList
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &tl))
+	var got []string
+	for _, tr := range tl.Timers {
+		got = append(got, fmt.Sprintf("%s %s %d", tr.Name, tr.Kind, tr.DueMs))
+	}
+	require.Equal(t, []string{"b event 20", "c event 30", "w wall 40", "a event 50"}, got)
 }

@@ -3,16 +3,20 @@ package admin
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk/changelog"
+	"github.com/flechtwerk/flechtwerk/internal/stamp"
 	"github.com/flechtwerk/flechtwerk/store"
+	"github.com/flechtwerk/flechtwerk/task/process"
 )
 
 // TimerList is the result of state timers APP KEY (its --json form).
@@ -97,7 +101,10 @@ func printableName(name string) string {
 // and the task's stream time, read from the changelog of its timer store
 // (changelog.TimersTopic) like GetState reads state: the partition is
 // partition if it is not negative, else key's murmur2 hash over the
-// topic's partitions. Timers are in (due, name) order.
+// topic's partitions. A timer carried by the key's state
+// (process.Stamp.Timers), which the timer store may hold early, is listed
+// at the due time the stamp of the key's last state record gives it.
+// Timers are in (due, name) order.
 func GetTimers(ctx context.Context, adm *kadm.Client, app string, key []byte, partition int32, opts ...kgo.Opt) (*TimerList, error) {
 	tl := &TimerList{App: app, Topic: changelog.TimersTopic(app), Key: string(key), Timers: []TimerRecord{}}
 	pending := map[string][]byte{}
@@ -123,11 +130,19 @@ func GetTimers(ctx context.Context, adm *kadm.Client, app string, key []byte, pa
 	if ms, ok := store.DecodeStreamTime(streamTime); ok {
 		tl.StreamTime = &ms
 	}
+	var st process.Stamp
+	if len(pending) > 0 {
+		if st, err = stateStamp(ctx, adm, app, key, tl.Partition, opts...); err != nil {
+			return nil, err
+		}
+	}
 	for name, v := range pending {
 		kind, due, ok := store.DecodeTimerValue(v)
 		if !ok {
 			return nil, fmt.Errorf("timer %q of key %q in %s partition %d: value of %d bytes, want 9", name, key, tl.Topic, tl.Partition, len(v))
 		}
+		// A timer carried by the key's stamp may be held early.
+		due = stamp.Due(st, name, process.TimeKind(kind), due)
 		k := fmt.Sprintf("kind %d", kind)
 		switch kind {
 		case 1:
@@ -141,4 +156,39 @@ func GetTimers(ctx context.Context, adm *kadm.Client, app string, key []byte, pa
 		return store.CompareDue(a.DueMs, nil, a.Name, b.DueMs, nil, b.Name)
 	})
 	return tl, nil
+}
+
+// stateStamp reads the stamp of key's last state record in partition
+// part of app's changelog (changelog.Topic); the zero stamp when app
+// keeps no state there or the key has none.
+func stateStamp(ctx context.Context, adm *kadm.Client, app string, key []byte, part int32, opts ...kgo.Opt) (process.Stamp, error) {
+	topic := changelog.Topic(app)
+	td, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return process.Stamp{}, fmt.Errorf("listing changelog topic %s: %w", topic, err)
+	}
+	if d, ok := td[topic]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return process.Stamp{}, nil
+	}
+	var (
+		sb, from string
+		readTo   int64
+		p        int32
+	)
+	err = scanChangelog(ctx, adm, "", topic, key, part, &p, &from, &readTo, func(r *kgo.Record) {
+		if string(r.Key) != string(key) {
+			return
+		}
+		sb = ""
+		for _, h := range r.Headers {
+			if r.Value != nil && h.Key == changelog.StampHeader {
+				sb = string(h.Value)
+			}
+		}
+	}, opts...)
+	if err != nil {
+		return process.Stamp{}, err
+	}
+	s, _ := stamp.Decode([]byte(sb))
+	return s, nil
 }

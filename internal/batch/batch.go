@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
+	"github.com/flechtwerk/flechtwerk/internal/stamp"
 	"github.com/flechtwerk/flechtwerk/internal/tracing"
 	"github.com/flechtwerk/flechtwerk/store"
 	"github.com/flechtwerk/flechtwerk/task/process"
@@ -318,15 +318,17 @@ func Run(ctx context.Context, p Params, recs []*kgo.Record) (*Result, error) {
 		}
 		switch bk.op {
 		case stage.Put:
-			var stamp []byte
-			if bk.stamp.Kind != 0 {
-				if cap(stamps)-len(stamps) < stampLen {
-					stamps = make([]byte, 0, stampLen*len(buckets))
+			var sb []byte
+			if !bk.stamp.IsZero() {
+				n := stamp.Len(bk.stamp)
+				if cap(stamps)-len(stamps) < n {
+					stamps = make([]byte, 0, max(n, stamp.Len(process.Stamp{})*len(buckets)))
 				}
-				stamps = appendStamp(stamps, bk.stamp)
-				stamp = stamps[len(stamps)-stampLen : len(stamps) : len(stamps)]
+				from := len(stamps)
+				stamps = stamp.Append(stamps, bk.stamp)
+				sb = stamps[from:len(stamps):len(stamps)]
 			}
-			res.Writes = append(res.Writes, store.Write{Key: bk.key, Value: bk.state, Stamp: stamp})
+			res.Writes = append(res.Writes, store.Write{Key: bk.key, Value: bk.state, Stamp: sb})
 		case stage.Delete:
 			res.Writes = append(res.Writes, store.Write{Key: bk.key, Delete: true})
 		}
@@ -557,23 +559,4 @@ func processRecord(ctx context.Context, tr stage.Transformer, in stage.Input, st
 		}
 	}()
 	return tr.Process(ctx, in, state, found)
-}
-
-// stampLen is the length of an encoded stamp.
-const stampLen = 9
-
-// appendStamp appends to b the bytes of s, which has a kind, kept with a
-// state (store.Write.Stamp): its kind, then its time as an int64 big
-// endian.
-func appendStamp(b []byte, s process.Stamp) []byte {
-	return binary.BigEndian.AppendUint64(append(b, byte(s.Kind)), uint64(s.At))
-}
-
-// DecodeStamp decodes the bytes of a stamp (appendStamp); ok is false
-// unless b is 9 bytes of a known clock.
-func DecodeStamp(b []byte) (s process.Stamp, ok bool) {
-	if len(b) != stampLen || (process.TimeKind(b[0]) != process.EventTime && process.TimeKind(b[0]) != process.WallClock) {
-		return process.Stamp{}, false
-	}
-	return process.Stamp{Kind: process.TimeKind(b[0]), At: int64(binary.BigEndian.Uint64(b[1:]))}, true
 }

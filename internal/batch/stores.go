@@ -520,9 +520,11 @@ func (x *storesBucket) fire(ctx context.Context, p *Params, bk *bucket, st int64
 			bk.err = &transformer.TimerError{Partition: p.Partition, Key: bk.key, Name: t.Name, Due: time.UnixMilli(t.Due), Err: err}
 			return false
 		}
-		if t.Name == ttlTimer && rearms(res.Timers, bk.key, t.Name) {
+		if res.Moved || t.Name == ttlTimer && rearms(res.Timers, bk.key, t.Name) {
 			// A state TTL's hint that found the key written since
-			// moved on to its expiry: nothing expired, nothing fired.
+			// moved on to its expiry, or a timer whose key's stamp
+			// carries it due later moved there (process.Result.Moved):
+			// nothing expired, nothing fired.
 			// The expiry may fire in this batch, in due order (now,
 			// if due, or before a later record of the key), unless
 			// MaxTimers left timers of keys without records due
@@ -632,9 +634,12 @@ func (x *storesBucket) apply(bk *bucket, res stage.Result) {
 			continue
 		}
 		op = x.putOwn(op)
+		// MaxTimers left timers of keys without records due before
+		// it for later batches: so it is too.
+		left := x.only && !op.Cancel && x.sx.leftBefore(op.Timer)
 		if op.Hint {
 			// A hint leaves an earlier due time as it is.
-			if p, ok := x.pending[op.Name]; x.sx.dueBy(op.Timer) && (!ok || op.Due < p.Due) {
+			if p, ok := x.pending[op.Name]; !left && x.sx.dueBy(op.Timer) && (!ok || op.Due < p.Due) {
 				if x.pending == nil {
 					x.pending = make(map[string]process.Timer)
 				}
@@ -642,7 +647,7 @@ func (x *storesBucket) apply(bk *bucket, res stage.Result) {
 			}
 			continue
 		}
-		if op.Cancel || !x.sx.dueBy(op.Timer) {
+		if op.Cancel || !x.sx.dueBy(op.Timer) || left {
 			delete(x.pending, op.Name) // nil: a no-op
 			continue
 		}
@@ -653,20 +658,31 @@ func (x *storesBucket) apply(bk *bucket, res stage.Result) {
 	}
 }
 
-// hinted reports whether hint h of the bucket's key changes nothing: the
-// key's state was last written with a stamp of h's clock (OpenStamp), so
-// that write set the timer no later (its hint or a set, which combine
-// with h into themselves; a cancel comes with a delete of the state), and
-// the bucket has no operation on the timer yet.
+// hinted reports whether hint h of the bucket's key changes nothing, as
+// the key's state was last written (OpenStamp) with a stamp that set the
+// timer no later, and the bucket has no operation on the timer yet:
+//   - a state TTL's hint, when the stamp is of h's clock: that write set
+//     the expiry no later (its hint or a set, which combine with h into
+//     themselves; a cancel comes with a delete of the state);
+//   - a carried timer's hint (process.Stamp.Timers), when the stamp
+//     carries it of h's clock due no later: that write hinted it there,
+//     and a fire or cancel since would have written the state again.
 func (x *storesBucket) hinted(key []byte, h process.TimerOp) bool {
-	if x.sx.openStamp == nil || h.Name != ttlTimer {
+	if x.sx.openStamp == nil {
 		return false
 	}
 	if !x.openRead {
 		x.open, x.openOK = x.sx.openStamp(key)
 		x.openRead = true
 	}
-	if !x.openOK || x.open.Kind != h.Kind {
+	if !x.openOK {
+		return false
+	}
+	if h.Name == ttlTimer {
+		if x.open.Kind != h.Kind {
+			return false
+		}
+	} else if t, ok := x.open.Timer(h.Name); !ok || t.Kind != h.Kind || t.Due > h.Due {
 		return false
 	}
 	return !slices.ContainsFunc(x.timers, func(t process.TimerOp) bool { return t.Name == h.Name && bytes.Equal(t.Key, key) })
@@ -743,7 +759,7 @@ func (c *callState) Stamp(key []byte) (process.Stamp, bool, error) {
 	if bytes.Equal(key, c.key) {
 		switch c.bk.op {
 		case stage.Put:
-			return c.bk.stamp, c.bk.stamp.Kind != 0, nil
+			return c.bk.stamp, !c.bk.stamp.IsZero(), nil
 		case stage.Delete:
 			return process.Stamp{}, false, nil
 		}

@@ -49,10 +49,14 @@ type Result struct {
 	Op Op
 	// State is the new encoded state when Op is Put.
 	State []byte
-	// Stamp, when its Kind is set, is the time of a Put (a state TTL's
-	// clock): it is kept with the state, in the store and on its
-	// changelog record, and read back by State.Stamp.
+	// Stamp, unless IsZero, is kept with a Put's state, in the store and
+	// on its changelog record, and read back by State.Stamp: the time of
+	// the Put (a state TTL's clock) and the key's carried timers.
 	Stamp Stamp
+	// Moved, in a Fire result, says the timer did not fire: its key's
+	// Stamp carries it due later, and Timers moves it there. The result
+	// holds nothing else.
+	Moved bool
 	// Writes are writes to named stores, any key of the task's
 	// partition (a Stores processor only). The last write per store
 	// and key of a transaction is what its changelog gets.

@@ -45,14 +45,34 @@ type TimerOp struct {
 	Hint bool
 }
 
-// Stamp is the time of a write of a key's state by a clock: the stream
-// time or the wall-clock time of the call that wrote it. Kind 0 is no
-// stamp.
+// Stamp is what is kept with a write of a key's state: the time of the
+// write by a clock (the stream time or the wall-clock time of the call
+// that wrote it; Kind 0: none), and the due times of the key's timers
+// that are carried with its state. A stamp with neither is no stamp.
 type Stamp struct {
 	Kind TimeKind
 	// At is a Unix time in milliseconds.
 	At int64
+	// Timers are carried timers of the key (Key nil), at most one per
+	// Name: the timer store holds each at or before its Due here (a
+	// hint), and a Fire that finds the stamp's Due later moves it there
+	// (Result.Moved). A timer set again later so costs a state write,
+	// which the call makes anyway, and no timer record.
+	Timers []Timer
 }
+
+// Timer returns the carried timer name of s.
+func (s Stamp) Timer(name string) (Timer, bool) {
+	for _, t := range s.Timers {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Timer{}, false
+}
+
+// IsZero reports whether s is no stamp: no clock and no carried timer.
+func (s Stamp) IsZero() bool { return s.Kind == 0 && len(s.Timers) == 0 }
 
 // StoreSpec is a named store of a Processor (see Stores). Its changelog
 // is the topic changelog.StoreTopic(application id, Name); its local

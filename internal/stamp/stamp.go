@@ -1,0 +1,80 @@
+// Package stamp encodes the stamp kept with a state write
+// (process.Stamp): in the store, ahead of the value, and on the
+// changelog record (changelog.StampHeader).
+package stamp
+
+import (
+	"encoding/binary"
+
+	"github.com/flechtwerk/flechtwerk/task/process"
+)
+
+// Len is the length of s encoded (Append).
+func Len(s process.Stamp) int {
+	n := 9
+	for _, t := range s.Timers {
+		n += 9 + uvarintLen(uint64(len(t.Name))) + len(t.Name)
+	}
+	return n
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for ; x >= 0x80; x >>= 7 {
+		n++
+	}
+	return n
+}
+
+// Append appends to b the bytes of s, kept with a state
+// (store.Write.Stamp): its kind (0: none) and its time as an int64 big
+// endian, then per carried timer its kind, its due time as an int64 big
+// endian, the length of its name (uvarint) and its name.
+func Append(b []byte, s process.Stamp) []byte {
+	b = binary.BigEndian.AppendUint64(append(b, byte(s.Kind)), uint64(s.At))
+	for _, t := range s.Timers {
+		b = binary.BigEndian.AppendUint64(append(b, byte(t.Kind)), uint64(t.Due))
+		b = binary.AppendUvarint(b, uint64(len(t.Name)))
+		b = append(b, t.Name...)
+	}
+	return b
+}
+
+// Decode decodes the bytes of a stamp (Append); ok is false
+// unless they decode, with known clocks, to a stamp that is not zero.
+func Decode(b []byte) (s process.Stamp, ok bool) {
+	if len(b) < 9 {
+		return process.Stamp{}, false
+	}
+	s = process.Stamp{Kind: process.TimeKind(b[0]), At: int64(binary.BigEndian.Uint64(b[1:9]))}
+	if s.Kind != 0 && !knownClock(s.Kind) {
+		return process.Stamp{}, false
+	}
+	for b = b[9:]; len(b) > 0; {
+		if len(b) < 10 || !knownClock(process.TimeKind(b[0])) {
+			return process.Stamp{}, false
+		}
+		t := process.Timer{Kind: process.TimeKind(b[0]), Due: int64(binary.BigEndian.Uint64(b[1:9]))}
+		n, w := binary.Uvarint(b[9:])
+		if w <= 0 || n == 0 || n > uint64(len(b)-9-w) {
+			return process.Stamp{}, false
+		}
+		t.Name = string(b[9+w : 9+w+int(n)])
+		s.Timers = append(s.Timers, t)
+		b = b[9+w+int(n):]
+	}
+	return s, !s.IsZero()
+}
+
+func knownClock(k process.TimeKind) bool { return k == process.EventTime || k == process.WallClock }
+
+// Due returns when timer name of a key is due, given the timer store's
+// record of it (kind, due) and s, the stamp of the key's state: the due
+// time s carries when it is later, of the same clock (the record is then
+// a hint), else the record's.
+func Due(s process.Stamp, name string, kind process.TimeKind, due int64) int64 {
+	if t, ok := s.Timer(name); ok && t.Kind == kind && t.Due > due {
+		return t.Due
+	}
+	return due
+}
