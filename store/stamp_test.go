@@ -52,6 +52,14 @@ func stampFollowsItsValue(t *testing.T, dir string) {
 		t.Helper()
 		b, ok, err := st.StampOf([]byte(k))
 		require.NoError(t, err)
+		// GetStamped reads the same stamp with the value.
+		v, gs, found, err := st.GetStamped([]byte(k))
+		require.NoError(t, err)
+		want, wantFound, err := st.Get([]byte(k))
+		require.NoError(t, err)
+		require.Equal(t, wantFound, found)
+		require.Equal(t, string(want), string(v))
+		require.Equal(t, string(b), string(gs))
 		if !ok {
 			return "-"
 		}

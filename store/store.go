@@ -440,6 +440,34 @@ func (s *Store) Get(key []byte) ([]byte, bool, error) {
 	return append(make([]byte, 0, len(v)), v...), true, nil
 }
 
+// GetStamped is Get that also returns the stamp kept with the value
+// (Write.Stamp; nil when it has none), a copy, in one read of a layout 2
+// store.
+func (s *Store) GetStamped(key []byte) (value, stamp []byte, found bool, err error) {
+	if !s.inline {
+		if value, found, err = s.Get(key); err != nil || !found {
+			return nil, nil, false, err
+		}
+		stamp, _, err = s.StampOf(key)
+		return value, stamp, err == nil, err
+	}
+	v, closer, err := s.getRaw(key)
+	if err != nil || v == nil {
+		return nil, nil, false, err
+	}
+	defer closer.Close()
+	st, v, err := s.split(key, v)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	b := make([]byte, 0, len(st)+len(v))
+	b = append(append(b, st...), v...)
+	if len(st) == 0 {
+		return b, nil, true, nil
+	}
+	return b[len(st):], b[:len(st):len(st)], true, nil
+}
+
 // getRaw returns the stored value of state key key (nil and no closer
 // when it is absent), valid until the closer is closed.
 func (s *Store) getRaw(key []byte) ([]byte, io.Closer, error) {

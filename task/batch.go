@@ -1,6 +1,7 @@
 package task
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -115,6 +116,7 @@ func (t *Task) run(ctx context.Context, recs []*kgo.Record, sem chan struct{}) (
 		p.View = &view{t: t, stream: stream, now: time.Now()}
 		if timers {
 			p.Due, p.KeyTimers, p.OpenStamp = t.due, t.keyTimers(), openStamp(open, last)
+			p.StampedState = t.getStamped
 		}
 	}
 	res, err := batch.Run(ctx, p, recs)
@@ -180,6 +182,24 @@ func openStamp(open, last map[string]store.Write) func(key []byte) (process.Stam
 		}
 		return stamp.Decode(w.Stamp)
 	}
+}
+
+// getStamped is get that also returns the stamp of key's last write.
+func (t *Task) getStamped(key []byte) ([]byte, []byte, bool, error) {
+	if !t.enter() {
+		return nil, nil, false, ErrClosed
+	}
+	defer t.leave()
+	if w, ok := t.open.stores[0].m[string(key)]; ok {
+		if w.Delete {
+			return nil, nil, false, nil
+		}
+		return bytes.Clone(w.Value), w.Stamp, true, nil
+	}
+	if t.stores[0] == nil {
+		return nil, nil, false, nil
+	}
+	return t.stores[0].GetStamped(key)
 }
 
 // get reads key from the open transaction's overlay, else from the store

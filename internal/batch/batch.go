@@ -36,6 +36,11 @@ type Params struct {
 	// batch. It is called once per bucket, concurrently across buckets; the
 	// value must be the caller's own copy.
 	State func(key []byte) ([]byte, bool, error)
+	// StampedState, when set, is State that also returns the stamp kept
+	// with the value (its bytes, nil when none), which a Stores processor's
+	// bucket then reads once with its state (process.State.Stamp). The
+	// stamp's bytes must not change.
+	StampedState func(key []byte) (value, stamp []byte, found bool, err error)
 	// Sem bounds how many buckets run at the same time: one slot each.
 	Sem chan struct{}
 	// Name prefixes errors that name no record, e.g. "task 3".

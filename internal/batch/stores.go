@@ -17,6 +17,7 @@ import (
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/stage"
+	"github.com/flechtwerk/flechtwerk/internal/stamp"
 	"github.com/flechtwerk/flechtwerk/internal/tracing"
 	"github.com/flechtwerk/flechtwerk/task/process"
 	"github.com/flechtwerk/flechtwerk/transformer"
@@ -381,6 +382,10 @@ type storesBucket struct {
 	// only: a bucket of a key without records, whose timers MaxTimers
 	// may have cut (leftBefore).
 	only bool
+	// stamp0 is the stamp of the key's state when the bucket began, read
+	// with it (stamp0Read; Params.StampedState).
+	stamp0               process.Stamp
+	stamp0OK, stamp0Read bool
 }
 
 type overKey struct {
@@ -438,7 +443,14 @@ func runStoresBucket(ctx context.Context, p *Params, bk *bucket, stateful bool) 
 	)
 	if stateful {
 		var err error
-		cur, found, err = p.State(bk.key)
+		if p.StampedState != nil {
+			var sb []byte
+			cur, sb, found, err = p.StampedState(bk.key)
+			x.stamp0, x.stamp0OK = stamp.Decode(sb)
+			x.stamp0Read = err == nil
+		} else {
+			cur, found, err = p.State(bk.key)
+		}
 		if err != nil {
 			bk.err = fmt.Errorf("%s: %w", p.Name, err)
 			return
@@ -762,6 +774,9 @@ func (c *callState) Stamp(key []byte) (process.Stamp, bool, error) {
 			return c.bk.stamp, !c.bk.stamp.IsZero(), nil
 		case stage.Delete:
 			return process.Stamp{}, false, nil
+		}
+		if c.x.stamp0Read {
+			return c.x.stamp0, c.x.stamp0OK, nil
 		}
 	}
 	return c.x.sx.view.Stamp(key)
