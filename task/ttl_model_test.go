@@ -425,7 +425,7 @@ func checkFuzz(t *testing.T, recs []*kgo.Record, h *fuzzHarness) {
 		pending := map[string]int64{}
 		require.NoError(t, h.tk.timers.KeyTimers([]byte(k), func(name string, kind uint8, due int64) (bool, error) {
 			if name[0] != 0 {
-				pending[name] = stamp.Due(s, name, process.TimeKind(kind), due)
+				_, pending[name] = stamp.Due(s, name, process.TimeKind(kind), due)
 			}
 			return true, nil
 		}))

@@ -164,6 +164,18 @@
 // error of a callback is a *TimerError and fails the batch like a
 // transform's.
 //
+// A timer of a key that has state rides on that state: its due time is
+// kept with the state (in the store and on its changelog record), and
+// the timer store holds the timer at or before it. Moving it later, as a
+// session timeout set by every record does, so costs nothing beyond the
+// state write; when the earlier time comes, the timer moves on to its
+// due time instead of firing (about one timer record per timeout for a
+// key that keeps moving it). A call that sets or cancels such a timer
+// without SetState writes the state as it is (a StateTTL still counts
+// from its last SetState); a deleted or expired state leaves its timers
+// in the timer store at their due times. None of this changes when a
+// timer fires.
+//
 // # Semantics
 //
 //   - Records of one state key within a batch run serially, in input-topic

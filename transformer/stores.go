@@ -880,29 +880,32 @@ func (a storesAdapter[S]) Fire(ctx context.Context, pt process.Timer, state []by
 			}
 		}
 		return process.Result{Writes: c.writes}, nil
-	case pt.Name == "" || pt.Name[0] == 0 || t.onTimer == nil:
-		// A reserved name of a later version, or a timer left by a
-		// stage that had a callback: nothing to run.
+	case pt.Name == "" || pt.Name[0] == 0:
+		// A reserved name of a later version: nothing to run.
 		return res, nil
 	default:
 		if found {
-			// The timer store may hold a carried timer early (a hint):
-			// its due time is the one the key's stamp carries.
+			// The timer store may hold a carried timer early (a hint),
+			// or of the clock it had before its last set: the key's
+			// stamp has its due time.
 			s, _, err := st.Stamp(pt.Key)
 			if err != nil {
 				return res, err
 			}
-			if ct, ok := s.Timer(pt.Name); ok && ct.Kind == pt.Kind && ct.Due > pt.Due {
+			if ct, ok := s.Timer(pt.Name); ok && (ct.Kind != pt.Kind || ct.Due > pt.Due) {
 				// Moved there, it fires when due: now, if it is, in
 				// its due order.
 				return process.Result{Moved: true, Timers: []process.TimerOp{{Timer: process.Timer{Key: pt.Key, Name: pt.Name, Kind: ct.Kind, Due: ct.Due}}}}, nil
 			}
 		}
 		// The fired timer is gone, from the key's stamp too, unless the
-		// callback sets it again.
+		// callback sets it again. A timer left by a stage that had a
+		// callback runs nothing.
 		c.addTimer(process.TimerOp{Timer: process.Timer{Key: pt.Key, Name: pt.Name}, Cancel: true})
-		tm := Timer{Key: pt.Key, Name: pt.Name, Kind: pt.Kind, Due: time.UnixMilli(pt.Due)}
-		res, err = a.stateful(in, state, found, c, nil, func(s S, e *Emitter[S]) error { return t.onTimer(ctx, tm, s, e) })
+		if t.onTimer != nil {
+			tm := Timer{Key: pt.Key, Name: pt.Name, Kind: pt.Kind, Due: time.UnixMilli(pt.Due)}
+			res, err = a.stateful(in, state, found, c, nil, func(s S, e *Emitter[S]) error { return t.onTimer(ctx, tm, s, e) })
+		}
 	}
 	if err != nil {
 		return res, err
@@ -940,7 +943,9 @@ func (a storesAdapter[S]) finish(res process.Result, c *call, state []byte, foun
 		prev   process.Stamp
 		forced bool
 	)
-	if sc.callback && c.key != nil {
+	if c.key != nil {
+		// A stage without a callback keeps the timers a run with one
+		// left (it sets none).
 		var err error
 		if prev, forced, err = c.carry(&res, state, found); err != nil {
 			return res, err
@@ -998,8 +1003,13 @@ func (c *call) carry(res *process.Result, state []byte, found bool) (prev proces
 	if res.Op == process.Delete {
 		return prev, false, c.settleFrom(prev)
 	}
-	carried := slices.Clone(prev.Timers)
-	changed := false
+	// carried is prev's until the first change (prev's may be shared).
+	carried, changed := prev.Timers, false
+	change := func() {
+		if !changed {
+			carried, changed = slices.Clone(carried), true
+		}
+	}
 	for _, op := range c.timers {
 		if !ownTimer(op, c.key) {
 			continue
@@ -1007,15 +1017,16 @@ func (c *call) carry(res *process.Result, state []byte, found bool) (prev proces
 		i := slices.IndexFunc(carried, func(t process.Timer) bool { return t.Name == op.Name })
 		switch {
 		case op.Cancel && i >= 0:
+			change()
 			carried = slices.Delete(carried, i, i+1)
-			changed = true
 		case op.Cancel:
 		case i >= 0:
 			if carried[i].Kind != op.Kind || carried[i].Due != op.Due {
+				change()
 				carried[i].Kind, carried[i].Due = op.Kind, op.Due
-				changed = true
 			}
 		case res.Op == process.Put:
+			change()
 			carried = append(carried, process.Timer{Name: op.Name, Kind: op.Kind, Due: op.Due})
 		}
 	}

@@ -283,7 +283,7 @@ func (d *Driver) Timers(p int32, key []byte) []transformer.Timer {
 	for id, t := range d.timers[p] {
 		if id.key == string(key) && !strings.HasPrefix(id.name, "\x00") {
 			// A timer carried by the key's stamp may be held early.
-			t.Due = stamp.Due(s, t.Name, t.Kind, t.Due)
+			t.Kind, t.Due = stamp.Due(s, t.Name, t.Kind, t.Due)
 			ts = append(ts, t)
 		}
 	}

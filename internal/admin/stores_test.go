@@ -154,9 +154,9 @@ func TestResetStateDeletesEveryStore(t *testing.T) {
 
 // TestStateTimersShowCarriedDue: state timers lists a timer the key's
 // state carries (process.Stamp.Timers) at the due time of the stamp of
-// the key's last state record, not at the earlier time the timer store
-// holds; a timer the stamp does not carry, or carries earlier or of the
-// other clock, at the timer store's.
+// the key's last state record, not at the earlier time (or the clock the
+// timer had before its last set) the timer store holds; a timer the
+// stamp does not carry, or carries earlier, at the timer store's.
 func TestStateTimersShowCarriedDue(t *testing.T) {
 	c := kafkatest.New(t)
 	id := kafkatest.Name("app")
@@ -187,5 +187,5 @@ func TestStateTimersShowCarriedDue(t *testing.T) {
 	for _, tr := range tl.Timers {
 		got = append(got, fmt.Sprintf("%s %s %d", tr.Name, tr.Kind, tr.DueMs))
 	}
-	require.Equal(t, []string{"b event 20", "c event 30", "w wall 40", "a event 50"}, got)
+	require.Equal(t, []string{"b event 20", "c event 30", "a event 50", "w event 70"}, got)
 }

@@ -142,7 +142,8 @@ func GetTimers(ctx context.Context, adm *kadm.Client, app string, key []byte, pa
 			return nil, fmt.Errorf("timer %q of key %q in %s partition %d: value of %d bytes, want 9", name, key, tl.Topic, tl.Partition, len(v))
 		}
 		// A timer carried by the key's stamp may be held early.
-		due = stamp.Due(st, name, process.TimeKind(kind), due)
+		ck, due := stamp.Due(st, name, process.TimeKind(kind), due)
+		kind = uint8(ck)
 		k := fmt.Sprintf("kind %d", kind)
 		switch kind {
 		case 1:

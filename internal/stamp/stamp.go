@@ -68,13 +68,14 @@ func Decode(b []byte) (s process.Stamp, ok bool) {
 
 func knownClock(k process.TimeKind) bool { return k == process.EventTime || k == process.WallClock }
 
-// Due returns when timer name of a key is due, given the timer store's
-// record of it (kind, due) and s, the stamp of the key's state: the due
-// time s carries when it is later, of the same clock (the record is then
-// a hint), else the record's.
-func Due(s process.Stamp, name string, kind process.TimeKind, due int64) int64 {
-	if t, ok := s.Timer(name); ok && t.Kind == kind && t.Due > due {
-		return t.Due
+// Due returns timer name of a key as it is due, given the timer store's
+// record of it (kind, due) and s, the stamp of the key's state: as s
+// carries it when that is later or of another clock (the record is then
+// a hint, or of the clock the timer had before its last set), else as
+// the record has it.
+func Due(s process.Stamp, name string, kind process.TimeKind, due int64) (process.TimeKind, int64) {
+	if t, ok := s.Timer(name); ok && (t.Kind != kind || t.Due > due) {
+		return t.Kind, t.Due
 	}
-	return due
+	return kind, due
 }

@@ -1,6 +1,7 @@
 package stamp
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -44,8 +45,12 @@ func TestDecodeRefuses(t *testing.T) {
 
 func TestDue(t *testing.T) {
 	s := process.Stamp{Timers: []process.Timer{{Name: "a", Kind: process.EventTime, Due: 50}}}
-	require.Equal(t, int64(50), Due(s, "a", process.EventTime, 10), "carried later: the stamp's")
-	require.Equal(t, int64(60), Due(s, "a", process.EventTime, 60), "carried earlier: the record's")
-	require.Equal(t, int64(10), Due(s, "a", process.WallClock, 10), "another clock: the record's")
-	require.Equal(t, int64(10), Due(s, "b", process.EventTime, 10), "not carried: the record's")
+	due := func(name string, kind process.TimeKind, d int64) string {
+		k, d := Due(s, name, kind, d)
+		return fmt.Sprint(k, d)
+	}
+	require.Equal(t, "1 50", due("a", process.EventTime, 10), "carried later: the stamp's")
+	require.Equal(t, "1 60", due("a", process.EventTime, 60), "carried earlier: the record's")
+	require.Equal(t, "1 50", due("a", process.WallClock, 90), "carried of another clock: the stamp's")
+	require.Equal(t, "1 10", due("b", process.EventTime, 10), "not carried: the record's")
 }
