@@ -11,7 +11,6 @@ import (
 
 	"github.com/flechtwerk/flechtwerk"
 	"github.com/flechtwerk/flechtwerk/internal/batch"
-	"github.com/flechtwerk/flechtwerk/internal/stamp"
 	"github.com/flechtwerk/flechtwerk/store"
 	"github.com/flechtwerk/flechtwerk/task/process"
 )
@@ -171,16 +170,16 @@ func (t *Task) changelogTopic(topic string) bool {
 // committed transaction's (Task.last), which no transaction followed.
 // Neither changes while a batch runs: Add and CommitOpen replace or fill
 // them between batches, Close replaces them.
-func openStamp(open, last map[string]store.Write) func(key []byte) (process.Stamp, bool) {
-	return func(key []byte) (process.Stamp, bool) {
+func openStamp(open, last map[string]store.Write) func(key []byte) ([]byte, bool) {
+	return func(key []byte) ([]byte, bool) {
 		w, ok := open[string(key)]
 		if !ok {
 			w, ok = last[string(key)]
 		}
-		if !ok || w.Delete {
-			return process.Stamp{}, false
+		if !ok || w.Delete || w.Stamp == nil {
+			return nil, false
 		}
-		return stamp.Decode(w.Stamp)
+		return w.Stamp, true
 	}
 }
 

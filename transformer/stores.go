@@ -357,8 +357,10 @@ type call struct {
 	timers []process.TimerOp
 	over   map[overKey]overVal
 	// buf holds the first timer operations (a call sets a timer or
-	// re-arms a TTL, rarely more).
-	buf [2]process.TimerOp
+	// re-arms a TTL, rarely more); carried the first timers the call's
+	// state carries when it changes them (carry).
+	buf     [2]process.TimerOp
+	carried [1]process.Timer
 }
 
 // addTimer appends op to the call's timer operations.
@@ -1007,7 +1009,7 @@ func (c *call) carry(res *process.Result, state []byte, found bool) (prev proces
 	carried, changed := prev.Timers, false
 	change := func() {
 		if !changed {
-			carried, changed = slices.Clone(carried), true
+			carried, changed = append(c.carried[:0], carried...), true
 		}
 	}
 	for _, op := range c.timers {

@@ -84,15 +84,17 @@ type Params struct {
 	// committed ones), in any order. Optional. Run calls it, one call at
 	// a time, before any bucket runs.
 	KeyTimers func(key []byte, fn func(t process.Timer) error) error
-	// OpenStamp returns the Stamp of key's state as the open transaction
-	// wrote it before the batch or, when it did not write key's state, as
-	// the transaction committed just before it did; false when neither
-	// wrote it or the write had no stamp (older stamps are not read).
-	// Every write of a stamped state sets the state TTL's timer no later
-	// than its expiry (a hint), so a hint of that timer for a key stamped
-	// by the same clock changes nothing. Optional: without it, every hint
-	// (process.TimerOp.Hint) of a call reaches the Result.
-	OpenStamp func(key []byte) (process.Stamp, bool)
+	// OpenStamp returns the stamp of key's state, encoded (its bytes must
+	// not change), as the open transaction wrote it before the batch or,
+	// when it did not write key's state, as the transaction committed just
+	// before it did; false when neither wrote it or the write had no
+	// stamp (older stamps are not read). Every write of a stamped state
+	// sets the state TTL's timer no later than its expiry, and the timers
+	// the stamp carries no later than their due times (hints), so a hint
+	// of such a timer the stamp has no earlier changes nothing. Optional:
+	// without it, every hint (process.TimerOp.Hint) of a call reaches the
+	// Result.
+	OpenStamp func(key []byte) ([]byte, bool)
 
 	// sx is the batch's stores and timers, set by Run for a
 	// process.Stores processor (nil: a plain Processor, run without any

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk/internal/batch"
+	"github.com/flechtwerk/flechtwerk/internal/stamp"
 	"github.com/flechtwerk/flechtwerk/task/process"
 )
 
@@ -25,7 +26,9 @@ func TestHintOfAnotherTimerReachesResult(t *testing.T) {
 			Timers: []process.TimerOp{{Timer: process.Timer{Key: in.Key, Name: "reminder", Kind: process.EventTime, Due: 500}, Hint: true}}}, nil
 	}}
 	p := storesParams(sp, v)
-	p.OpenStamp = func([]byte) (process.Stamp, bool) { return process.Stamp{Kind: process.EventTime, At: 50}, true }
+	p.OpenStamp = func([]byte) ([]byte, bool) {
+		return stamp.Append(nil, process.Stamp{Kind: process.EventTime, At: 50}), true
+	}
 	res, err := batch.Run(context.Background(), p, []*kgo.Record{trec(0, "k", "1", 100)})
 	require.NoError(t, err)
 	var names []string

@@ -31,7 +31,7 @@ type storesBatch struct {
 	view      process.State
 	due       func(kind process.TimeKind, upTo int64, fn func(t process.Timer) (bool, error)) error
 	keyTimers func(key []byte, fn func(t process.Timer) error) error
-	openStamp func(key []byte) (process.Stamp, bool)
+	openStamp func(key []byte) ([]byte, bool)
 	name      string
 	partition int32
 	// slab holds the buckets' own parts (newBucket); slabs are the
@@ -375,9 +375,9 @@ type storesBucket struct {
 	// cs is the view of the running call (a bucket's calls run one at a
 	// time).
 	cs callState
-	// open is the key's stamp in the open transaction (Params.OpenStamp),
-	// read once (openRead).
-	open             process.Stamp
+	// open is the key's stamp in the open transaction, encoded
+	// (Params.OpenStamp), read once (openRead).
+	open             []byte
 	openOK, openRead bool
 	// only: a bucket of a key without records, whose timers MaxTimers
 	// may have cut (leftBefore).
@@ -386,6 +386,7 @@ type storesBucket struct {
 	// with it (stamp0Read; Params.StampedState).
 	stamp0               process.Stamp
 	stamp0OK, stamp0Read bool
+	stamp0buf            [1]process.Timer
 }
 
 type overKey struct {
@@ -446,7 +447,7 @@ func runStoresBucket(ctx context.Context, p *Params, bk *bucket, stateful bool) 
 		if p.StampedState != nil {
 			var sb []byte
 			cur, sb, found, err = p.StampedState(bk.key)
-			x.stamp0, x.stamp0OK = stamp.Decode(sb)
+			x.stamp0, x.stamp0OK = stamp.DecodeInto(sb, x.stamp0buf[:])
 			x.stamp0Read = err == nil
 		} else {
 			cur, found, err = p.State(bk.key)
@@ -691,10 +692,10 @@ func (x *storesBucket) hinted(key []byte, h process.TimerOp) bool {
 		return false
 	}
 	if h.Name == ttlTimer {
-		if x.open.Kind != h.Kind {
+		if stamp.KindOf(x.open) != h.Kind {
 			return false
 		}
-	} else if t, ok := x.open.Timer(h.Name); !ok || t.Kind != h.Kind || t.Due > h.Due {
+	} else if t, ok := stamp.TimerOf(x.open, h.Name); !ok || t.Kind != h.Kind || t.Due > h.Due {
 		return false
 	}
 	return !slices.ContainsFunc(x.timers, func(t process.TimerOp) bool { return t.Name == h.Name && bytes.Equal(t.Key, key) })

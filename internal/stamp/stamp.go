@@ -40,30 +40,81 @@ func Append(b []byte, s process.Stamp) []byte {
 	return b
 }
 
-// Decode decodes the bytes of a stamp (Append); ok is false
-// unless they decode, with known clocks, to a stamp that is not zero.
-func Decode(b []byte) (s process.Stamp, ok bool) {
-	if len(b) < 9 {
+// Decode decodes the bytes of a stamp (Append); ok is false unless they
+// decode, with known clocks, to a stamp that is not zero.
+func Decode(b []byte) (s process.Stamp, ok bool) { return DecodeInto(b, nil) }
+
+// DecodeInto is Decode that appends the stamp's timers to buf[:0], so
+// that a caller with room for them allocates no slice.
+func DecodeInto(b []byte, buf []process.Timer) (s process.Stamp, ok bool) {
+	if !valid(b) {
 		return process.Stamp{}, false
 	}
 	s = process.Stamp{Kind: process.TimeKind(b[0]), At: int64(binary.BigEndian.Uint64(b[1:9]))}
-	if s.Kind != 0 && !knownClock(s.Kind) {
-		return process.Stamp{}, false
+	for b = b[9:]; len(b) > 0; {
+		t, name, rest := next(b)
+		t.Name = string(name)
+		if s.Timers == nil {
+			s.Timers = buf[:0]
+		}
+		s.Timers = append(s.Timers, t)
+		b = rest
+	}
+	return s, true
+}
+
+// KindOf returns the clock of the stamp b encodes (Append), 0 when it
+// has none or b does not decode. It allocates nothing.
+func KindOf(b []byte) process.TimeKind {
+	if !valid(b) {
+		return 0
+	}
+	return process.TimeKind(b[0])
+}
+
+// TimerOf returns the timer name that the stamp b encodes carries, false
+// when it carries none or b does not decode. It allocates nothing.
+func TimerOf(b []byte, name string) (process.Timer, bool) {
+	if !valid(b) {
+		return process.Timer{}, false
 	}
 	for b = b[9:]; len(b) > 0; {
-		if len(b) < 10 || !knownClock(process.TimeKind(b[0])) {
-			return process.Stamp{}, false
+		t, n, rest := next(b)
+		if string(n) == name {
+			t.Name = name
+			return t, true
 		}
-		t := process.Timer{Kind: process.TimeKind(b[0]), Due: int64(binary.BigEndian.Uint64(b[1:9]))}
+		b = rest
+	}
+	return process.Timer{}, false
+}
+
+// valid reports whether b is an encoded stamp (Append) that is not zero.
+func valid(b []byte) bool {
+	if len(b) < 9 || b[0] != 0 && !knownClock(process.TimeKind(b[0])) {
+		return false
+	}
+	zero := b[0] == 0
+	for b = b[9:]; len(b) > 0; zero = false {
+		if len(b) < 10 || !knownClock(process.TimeKind(b[0])) {
+			return false
+		}
 		n, w := binary.Uvarint(b[9:])
 		if w <= 0 || n == 0 || n > uint64(len(b)-9-w) {
-			return process.Stamp{}, false
+			return false
 		}
-		t.Name = string(b[9+w : 9+w+int(n)])
-		s.Timers = append(s.Timers, t)
 		b = b[9+w+int(n):]
 	}
-	return s, !s.IsZero()
+	return !zero
+}
+
+// next splits the first timer off b, a valid timers section: the timer
+// (its name apart), its name's bytes and the rest of b.
+func next(b []byte) (t process.Timer, name, rest []byte) {
+	t = process.Timer{Kind: process.TimeKind(b[0]), Due: int64(binary.BigEndian.Uint64(b[1:9]))}
+	n, w := binary.Uvarint(b[9:])
+	end := 9 + w + int(n)
+	return t, b[9+w : end], b[end:]
 }
 
 func knownClock(k process.TimeKind) bool { return k == process.EventTime || k == process.WallClock }

@@ -24,6 +24,18 @@ func TestRoundTrip(t *testing.T) {
 		got, ok := Decode(b[1:])
 		require.True(t, ok, "%+v", s)
 		require.Equal(t, s, got)
+		var buf [1]process.Timer
+		got, ok = DecodeInto(b[1:], buf[:])
+		require.True(t, ok)
+		require.Equal(t, s, got)
+		require.Equal(t, s.Kind, KindOf(b[1:]))
+		for _, tm := range s.Timers {
+			ct, ok := TimerOf(b[1:], tm.Name)
+			require.True(t, ok)
+			require.Equal(t, tm, ct)
+		}
+		_, ok = TimerOf(b[1:], "none")
+		require.False(t, ok)
 	}
 }
 
@@ -39,6 +51,9 @@ func TestDecodeRefuses(t *testing.T) {
 		"empty timer name":    append(append([]byte{}, good[:18]...), 0),
 	} {
 		_, ok := Decode(b)
+		require.False(t, ok, name)
+		require.Zero(t, KindOf(b), name)
+		_, ok = TimerOf(b, "ab")
 		require.False(t, ok, name)
 	}
 }
