@@ -174,7 +174,9 @@
 // without SetState writes the state as it is (a StateTTL still counts
 // from its last SetState); a deleted or expired state leaves its timers
 // in the timer store at their due times. None of this changes when a
-// timer fires.
+// timer fires, except after a run of the stage with none of stores,
+// timers and TTL, whose writes keep no due times: its keys' timers then
+// fire at the earlier times the timer store holds.
 //
 // # Semantics
 //

@@ -982,9 +982,9 @@ func ownTimer(op process.TimerOp, key []byte) bool {
 // carry keeps the key's timers in its state's stamp (process.Stamp.Timers)
 // when the call writes its state, so that a timer set again later costs
 // no timer record: a put carries the timers of the key's last stamp
-// under the call's operations on them, and its sets become hints (the
-// timer store keeps an earlier due time, which Fire then moves to the
-// carried one). A call that changes a carried timer without writing the
+// under the call's operations on them, and the timers the call sets on a
+// key that had state; their sets become hints (the timer store keeps an
+// earlier due time, which Fire then moves to the carried one). A call that changes a carried timer without writing the
 // state writes it as it is (forced, with the last stamp's time). A delete
 // drops the stamp: the timers it carried are set where it had them. It
 // returns the key's last stamp (prev).
@@ -1027,7 +1027,10 @@ func (c *call) carry(res *process.Result, state []byte, found bool) (prev proces
 				change()
 				carried[i].Kind, carried[i].Due = op.Kind, op.Due
 			}
-		case res.Op == process.Put:
+		case res.Op == process.Put && found:
+			// A timer of a key that had no state (its first
+			// record, most often) is set where it is due: a timer
+			// set once costs its key's writes nothing.
 			change()
 			carried = append(carried, process.Timer{Name: op.Name, Kind: op.Kind, Due: op.Due})
 		}
