@@ -21,6 +21,7 @@ import (
 
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
+	"github.com/flechtwerk/flechtwerk/store"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -29,25 +30,38 @@ import (
 // "brokers|app|in|out|stateDir|logFile|standbyReplicas|id".
 const timersChildEnv = "FLECHTWERK_TIMERS_CHILD"
 
-// timerStage is timer-heavy: every record v of a key sets two timers of
-// the key, the event-time timer "e<v>" due 50ms after the record and the
-// wall-clock timer "w<v>" due up to 200ms after the batch. A timer that
-// fires counts in its key's state and emits "<count>|<timer name>". A
-// record of value "flush" sets none.
+// idleGap is when timerStage's "idle" timer of a key is due after the
+// key's last record (event time).
+const idleGap = 200 * time.Millisecond
+
+// timerStage is timer-heavy: every record v of a key writes its state
+// (unchanged) and sets three timers of the key, the event-time timer
+// "e<v>" due 50ms after the record, the wall-clock timer "w<v>" due up to
+// 200ms after the batch, and moves the event-time timer "idle" to idleGap
+// after the record (a session timeout, carried by the key's state). A
+// timer that fires counts in its key's state and emits "<count>|<timer
+// name>", the idle timer "<count>|idle@<due ms>". A record of value
+// "flush" does nothing.
 func timerStage(out string) *transformer.Stage[int] {
-	return transformer.New(func(_ context.Context, rec *transformer.Record, _ int, e *transformer.Emitter[int]) error {
+	return transformer.New(func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
 		v := string(rec.Value)
 		if v == "flush" {
 			return nil
 		}
-		n, _ := strconv.Atoi(v)
+		i, _ := strconv.Atoi(v)
+		e.SetState(n)
 		e.SetTimer("e"+v, rec.Timestamp.Add(50*time.Millisecond))
-		e.SetWallTimer("w"+v, e.Now().Add(time.Duration(n*37%200)*time.Millisecond))
+		e.SetWallTimer("w"+v, e.Now().Add(time.Duration(i*37%200)*time.Millisecond))
+		e.SetTimer("idle", rec.Timestamp.Add(idleGap))
 		return nil
 	}, transformer.OnTimer(func(_ context.Context, tm transformer.Timer, n int, e *transformer.Emitter[int]) error {
 		n++
 		e.SetState(n)
-		e.Send(out, tm.Key, fmt.Appendf(nil, "%d|%s", n, tm.Name))
+		name := tm.Name
+		if name == "idle" {
+			name = fmt.Sprintf("idle@%d", tm.Due.UnixMilli())
+		}
+		e.Send(out, tm.Key, fmt.Appendf(nil, "%d|%s", n, name))
 		return nil
 	}))
 }
@@ -97,10 +111,12 @@ func spawnTimersChild(t *testing.T, c *kafkatest.Cluster, dir, app, in, out stri
 }
 
 // timerInputs produces records of keys k0..k29 to both partitions of in,
-// with increasing values, stamped now.
+// with increasing values, stamped now; ts holds the timestamps of each
+// key's records (Unix ms), in order.
 type timerInputs struct {
 	mu   sync.Mutex
 	n    int
+	ts   map[string][]int64
 	cl   *kgo.Client
 	in   string
 	stop atomic.Bool
@@ -112,8 +128,13 @@ func (ti *timerInputs) produce(t *testing.T, n int) {
 	ti.mu.Lock()
 	for range n {
 		k := ti.n % 30
-		recs = append(recs, &kgo.Record{Topic: ti.in, Partition: int32(k % 2), Key: fmt.Appendf(nil, "k%d", k),
-			Value: []byte(strconv.Itoa(ti.n)), Timestamp: time.Now()})
+		r := &kgo.Record{Topic: ti.in, Partition: int32(k % 2), Key: fmt.Appendf(nil, "k%d", k),
+			Value: []byte(strconv.Itoa(ti.n)), Timestamp: time.UnixMilli(time.Now().UnixMilli())}
+		recs = append(recs, r)
+		if ti.ts == nil {
+			ti.ts = map[string][]int64{}
+		}
+		ti.ts[string(r.Key)] = append(ti.ts[string(r.Key)], r.Timestamp.UnixMilli())
 		ti.n++
 	}
 	ti.mu.Unlock()
@@ -131,14 +152,41 @@ func (ti *timerInputs) run(t *testing.T) {
 	}()
 }
 
-// requireTimersOnce checks the outputs of timerStage for n inputs: every
-// input's two timers fired exactly once, and each key's counts run 1, 2,
-// ... without gap or repeat (the state written by the callbacks is that
-// of the committed fires, never of an aborted one).
-func requireTimersOnce(t *testing.T, outs []*kgo.Record, n int) {
+// timersDone reports whether the outputs of timerStage hold every timer
+// of the n inputs whose timestamps by key are ts: 2n, and an idle timer
+// per key due idleGap after its last record.
+func timersDone(outs []*kgo.Record, n int, ts map[string][]int64) bool {
+	last := map[string]bool{}
+	e, w := 0, 0
+	for _, o := range outs {
+		_, name, _ := strings.Cut(string(o.Value), "|")
+		switch {
+		case strings.HasPrefix(name, "idle@"):
+			d, _ := strconv.ParseInt(name[len("idle@"):], 10, 64)
+			if k := ts[string(o.Key)]; len(k) > 0 && d == k[len(k)-1]+idleGap.Milliseconds() {
+				last[string(o.Key)] = true
+			}
+		case strings.HasPrefix(name, "e"):
+			e++
+		default:
+			w++
+		}
+	}
+	return e >= n && w >= n && len(last) == len(ts)
+}
+
+// requireTimersOnce checks the outputs of timerStage for n inputs whose
+// timestamps by key are ts: every input's e and w timers fired exactly
+// once; each key's idle timer fired only where no record of the key
+// moved it (none in the idleGap before its due time), and once after the
+// key's last record; and each key's counts run 1, 2, ... without gap or
+// repeat (the state written by the callbacks is that of the committed
+// fires, never of an aborted one).
+func requireTimersOnce(t *testing.T, outs []*kgo.Record, n int, ts map[string][]int64) {
 	t.Helper()
 	fired := map[string]int{}
 	counts := map[string]int{}
+	idles := 0
 	for _, o := range outs {
 		c, name, ok := strings.Cut(string(o.Value), "|")
 		require.True(t, ok, "%q", o.Value)
@@ -146,14 +194,29 @@ func requireTimersOnce(t *testing.T, outs []*kgo.Record, n int) {
 		require.NoError(t, err)
 		counts[string(o.Key)]++
 		require.Equal(t, counts[string(o.Key)], cnt, "count of key %s at timer %s", o.Key, name)
-		fired[name]++
+		if d, ok := strings.CutPrefix(name, "idle@"); !ok {
+			fired[name]++
+		} else {
+			fired[string(o.Key)+"/"+name]++ // keys share due times
+			idles++
+			due, err := strconv.ParseInt(d, 10, 64)
+			require.NoError(t, err)
+			for _, at := range ts[string(o.Key)] {
+				require.False(t, at > due-idleGap.Milliseconds() && at < due,
+					"idle timer of key %s fired due %d, but its record at %d moved it to %d", o.Key, due, at, at+idleGap.Milliseconds())
+			}
+		}
 	}
 	for i := range n {
 		for _, name := range []string{"e" + strconv.Itoa(i), "w" + strconv.Itoa(i)} {
 			require.Equal(t, 1, fired[name], "timer %s fired once", name)
 		}
 	}
-	require.Len(t, outs, 2*n)
+	for k, at := range ts {
+		name := fmt.Sprintf("idle@%d", at[len(at)-1]+idleGap.Milliseconds())
+		require.Equal(t, 1, fired[k+"/"+name], "key %s: idle timer after its last record fired once", k)
+	}
+	require.Len(t, outs, 2*n+idles)
 }
 
 // TestTimersChaosKill: runner processes of a timer-heavy transformer
@@ -201,19 +264,32 @@ func TestTimersChaosKill(t *testing.T) {
 		&kgo.Record{Topic: in, Partition: 1, Key: []byte("flush"), Value: []byte("flush"), Timestamp: time.Now().Add(time.Hour)},
 	).FirstErr())
 	ti.mu.Lock()
-	n := ti.n
+	n, ts := ti.n, ti.ts
 	ti.mu.Unlock()
 	var outs []*kgo.Record
 	kafkatest.WaitForState(t, 120*time.Second, "every timer fired", func() bool {
 		outs = c.ReadCommitted(t, out)
-		return len(outs) >= 2*n
+		return timersDone(outs, n, ts)
 	}, func() string {
-		return fmt.Sprintf("%d outputs of %d; child log:\n%s", len(outs), 2*n, lastLines(p.logs(), 20))
+		return fmt.Sprintf("%d outputs for %d inputs; child log:\n%s", len(outs), n, lastLines(p.logs(), 20))
 	})
 	time.Sleep(500 * time.Millisecond) // nothing more comes
 	outs = c.ReadCommitted(t, out)
-	requireTimersOnce(t, outs, n)
-	t.Logf("%d inputs, %d timers fired exactly once across %d kills", n, len(outs), kills)
+	requireTimersOnce(t, outs, n, ts)
+	// The idle timer rides on its key's state: the timer changelog gets
+	// a record of it when it moves on from an earlier due time, not one
+	// per record or transaction.
+	idle := map[string]int{}
+	for _, r := range c.ReadCommitted(t, changelog.TimersTopic(app)) {
+		if key, name, ok := store.DecodeTimerKey(r.Key); ok && name == "idle" && r.Value != nil {
+			idle[string(key)]++
+		}
+	}
+	for k, at := range ts {
+		require.Greater(t, idle[k], 1, "key %s: the idle timer moved on", k)
+		require.Less(t, idle[k], len(at)/2, "key %s: %d idle timer records for %d records", k, idle[k], len(at))
+	}
+	t.Logf("%d inputs, %d timers fired exactly once across %d kills; idle timer records of k0: %d for %d records", n, len(outs), kills, idle["k0"], len(ts["k0"]))
 }
 
 // TestTimersStandbyFailover: two runner processes of the timer-heavy
@@ -256,17 +332,17 @@ func TestTimersStandbyFailover(t *testing.T) {
 		&kgo.Record{Topic: in, Partition: 1, Key: []byte("flush"), Value: []byte("flush"), Timestamp: time.Now().Add(time.Hour)},
 	).FirstErr())
 	ti.mu.Lock()
-	n := ti.n
+	n, ts := ti.n, ti.ts
 	ti.mu.Unlock()
 	var outs []*kgo.Record
 	kafkatest.WaitForState(t, 120*time.Second, "every timer fired", func() bool {
 		outs = c.ReadCommitted(t, out)
-		return len(outs) >= 2*n
+		return timersDone(outs, n, ts)
 	}, func() string {
-		return fmt.Sprintf("%d outputs of %d; survivor log:\n%s", len(outs), 2*n, lastLines(b.logs(), 20))
+		return fmt.Sprintf("%d outputs for %d inputs; survivor log:\n%s", len(outs), n, lastLines(b.logs(), 20))
 	})
 	time.Sleep(500 * time.Millisecond)
-	requireTimersOnce(t, c.ReadCommitted(t, out), n)
+	requireTimersOnce(t, c.ReadCommitted(t, out), n, ts)
 
 	logs := b.logs()[before:]
 	released := regexp.MustCompile(`msg="standby released" partition=\d changelog=` + timers).FindString(logs)
@@ -274,5 +350,5 @@ func TestTimersStandbyFailover(t *testing.T) {
 	restored := regexp.MustCompile(`msg="task restored" partition=\d changelog=` + timers + ` records=\d+ from=\d+ to=\d+ full=(\w+)`).FindStringSubmatch(logs)
 	require.NotNil(t, restored, logs)
 	require.Equal(t, "false", restored[1], "the timer store restored warm from the standby: %s", restored[0])
-	t.Logf("%d inputs, %d timers fired exactly once; %s; %s", n, 2*n, released, restored[0])
+	t.Logf("%d inputs, their timers fired exactly once; %s; %s", n, released, restored[0])
 }
