@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/flechtwerk/flechtwerk/internal/stage"
+	"github.com/flechtwerk/flechtwerk/internal/stamp"
 	"github.com/flechtwerk/flechtwerk/store"
 	"github.com/flechtwerk/flechtwerk/task/process"
 	"github.com/flechtwerk/flechtwerk/transformer"
@@ -129,4 +130,47 @@ func TestCarriedTimerDueWithoutOnTimerIsGone(t *testing.T) {
 	h.commitOpen()
 	out := h.run(carriedRec("o", "", 1600))
 	require.Equal(t, []string{"fired x 1500"}, out)
+}
+
+// TestCarriedTimersBounded: a key's state carries at most maxCarried
+// timers (transformer); the others are set where they are due. Moved
+// later by a second record, every timer fires once, at its last due time.
+func TestCarriedTimersBounded(t *testing.T) {
+	st := transformer.New(func(_ context.Context, rec *transformer.Record, n int, e *transformer.Emitter[int]) error {
+		e.SetState(n + 1)
+		for i := range 10 {
+			e.SetTimer(fmt.Sprintf("t%d", i), rec.Timestamp.Add(time.Duration(100+i)*time.Millisecond))
+		}
+		return nil
+	}, transformer.OnTimer(func(_ context.Context, tm transformer.Timer, _ int, e *transformer.Emitter[int]) error {
+		e.Send("out", tm.Key, fmt.Appendf(nil, "%s %d", tm.Name, tm.Due.UnixMilli()))
+		return nil
+	}))
+	tr, ok := stage.TransformerOf(st)
+	require.True(t, ok)
+	dir := t.TempDir()
+	def, err := store.Open(context.Background(), filepath.Join(dir, "default"), store.Options{})
+	require.NoError(t, err)
+	tim, err := store.Open(context.Background(), filepath.Join(dir, "timers"), store.Options{Timers: true})
+	require.NoError(t, err)
+	h := &fuzzHarness{t: t, dir: dir}
+	h.tk = &Task{stores: []*store.Store{def}, topics: []string{"c"}, names: []string{""}, timers: tim, proc: tr, sp: tr.(process.Stores)}
+	h.tk.open = newOpen(1)
+	defer h.close()
+
+	h.run(carriedRec("k", "", 1000)) // no state yet: set where due
+	h.commitOpen()
+	h.run(carriedRec("k", "", 1050)) // moved later: carried, up to the bound
+	h.commitOpen()
+	sb, ok, err := def.StampOf([]byte("k"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	s, ok := stamp.Decode(sb)
+	require.True(t, ok)
+	require.Len(t, s.Timers, 8, "the state carries the bound")
+	out := h.run(carriedRec("o", "", 2000))
+	require.Len(t, out, 10)
+	for i := range 10 {
+		require.Contains(t, out, fmt.Sprintf("t%d %d", i, 1150+i))
+	}
 }

@@ -164,9 +164,10 @@
 // error of a callback is a *TimerError and fails the batch like a
 // transform's.
 //
-// A timer of a key that has state rides on that state: its due time is
-// kept with the state (in the store and on its changelog record), and
-// the timer store holds the timer at or before it. Moving it later, as a
+// A timer of a key that has state rides on that state (at most 8 timers
+// of a key do; others are set where they are due): its due time is kept
+// with the state (in the store and on its changelog record), and the
+// timer store holds the timer at or before it. Moving it later, as a
 // session timeout set by every record does, so costs nothing beyond the
 // state write; when the earlier time comes, the timer moves on to its
 // due time instead of firing (about one timer record per timeout for a

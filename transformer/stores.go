@@ -973,6 +973,10 @@ func (a storesAdapter[S]) finish(res process.Result, c *call, state []byte, foun
 	return res, nil
 }
 
+// maxCarried bounds the timers a key's state carries, and so what each
+// of its writes encodes.
+const maxCarried = 8
+
 // ownTimer reports whether op is on a timer the stage set for key (not a
 // TTL's expiry, whose names are reserved).
 func ownTimer(op process.TimerOp, key []byte) bool {
@@ -1027,10 +1031,11 @@ func (c *call) carry(res *process.Result, state []byte, found bool) (prev proces
 				change()
 				carried[i].Kind, carried[i].Due = op.Kind, op.Due
 			}
-		case res.Op == process.Put && found:
+		case res.Op == process.Put && found && len(carried) < maxCarried:
 			// A timer of a key that had no state (its first
 			// record, most often) is set where it is due: a timer
-			// set once costs its key's writes nothing.
+			// set once costs its key's writes nothing. So are the
+			// timers beyond maxCarried.
 			change()
 			carried = append(carried, process.Timer{Name: op.Name, Kind: op.Kind, Due: op.Due})
 		}
