@@ -52,8 +52,24 @@ func fuzzStage() *transformer.Stage[int] {
 			e.Send("out", rec.Key, fmt.Appendf(nil, "rec %d keep %d", off, e.StreamTime().UnixMilli()))
 			return nil
 		}
+		if ms, ok := strings.CutPrefix(v, "nk:"); ok {
+			d, _ := strconv.Atoi(ms)
+			e.SetTimer("nv", rec.Timestamp.Add(time.Duration(d)*time.Millisecond))
+			e.Send("out", rec.Key, fmt.Appendf(nil, "rec %d keep %d", off, e.StreamTime().UnixMilli()))
+			return nil
+		}
+		if v == "cz" {
+			e.CancelTimer("nv")
+			e.Send("out", rec.Key, fmt.Appendf(nil, "rec %d keep %d", off, e.StreamTime().UnixMilli()))
+			return nil
+		}
 		e.SetState(n + 1)
-		if v == "cx" {
+		if v == "cy" {
+			e.CancelTimer("nv")
+		} else if ms, ok := strings.CutPrefix(v, "nv:"); ok {
+			d, _ := strconv.Atoi(ms)
+			e.SetTimer("nv", rec.Timestamp.Add(time.Duration(d)*time.Millisecond))
+		} else if v == "cx" {
 			e.CancelTimer("mv")
 		} else if ms, ok := strings.CutPrefix(v, "mv:"); ok {
 			d, _ := strconv.Atoi(ms)
@@ -66,6 +82,16 @@ func fuzzStage() *transformer.Stage[int] {
 		return nil
 	}, transformer.StateTTL(fuzzTTL, transformer.EventTime),
 		transformer.OnTimer(func(_ context.Context, tm transformer.Timer, n int, e *transformer.Emitter[int]) error {
+			if tm.Name == "nv" {
+				// Keep: no state write; re-set at an odd due.
+				re := ""
+				if tm.Due.UnixMilli()%2 == 1 {
+					e.SetTimer("nv", tm.Due.Add(37*time.Millisecond))
+					re = " re"
+				}
+				e.Send("out", tm.Key, fmt.Appendf(nil, "tik %s %d %d%s", tm.Name, tm.Due.UnixMilli(), e.StreamTime().UnixMilli(), re))
+				return nil
+			}
 			if strings.HasPrefix(tm.Name, "ud") {
 				e.DeleteState()
 				e.Send("out", tm.Key, fmt.Appendf(nil, "tim %s %d %d", tm.Name, tm.Due.UnixMilli(), e.StreamTime().UnixMilli()))
@@ -189,12 +215,16 @@ func (h *fuzzHarness) abort() {
 }
 
 // TestStateTTLModel runs random inputs (writes, deletes, timers that
-// set or delete state) through a task with StateTTL in random batches,
-// ticks, commits and aborts that re-open the task on its committed
-// stores, with MaxTimers unbounded, 1 or 2, and checks the committed
-// outputs against a model: every record's output once, no expiry before
-// a TTL after the key's last write, none overdue, timers in due order,
-// and the stores, stamps and timers agreeing at the end.
+// set or delete state, two timers moved later or earlier with and
+// without a state write and cancelled, one of whose callbacks writes no
+// state and sets it again) through a task with StateTTL in random
+// batches, ticks, commits and aborts that re-open the task on its
+// committed stores, with MaxTimers unbounded, 1 or 2, and checks the
+// committed outputs against a model: every record's output once, no
+// expiry before a TTL after the key's last write, no timer before or
+// after its due time, none overdue, timers in due order, and the
+// stores, stamps and timers (at the due times the stamps carry)
+// agreeing at the end.
 // STATE_TTL_MODEL_SEEDS sets the number of seeds (100).
 func TestStateTTLModel(t *testing.T) {
 	seeds := 100
@@ -219,7 +249,15 @@ func fuzzOnce(t *testing.T, seed int64) {
 			at -= int64(rng.Intn(100))
 		}
 		v := "v"
-		switch rng.Intn(14) {
+		switch rng.Intn(19) {
+		case 14, 15:
+			v = fmt.Sprintf("nv:%d", 1+rng.Intn(120))
+		case 16:
+			v = fmt.Sprintf("nk:%d", 1+rng.Intn(120))
+		case 17:
+			v = "cy"
+		case 18:
+			v = "cz"
 		case 0:
 			v = "del"
 		case 1:
@@ -343,8 +381,17 @@ func checkFuzz(t *testing.T, recs []*kgo.Record, h *fuzzHarness) {
 				continue
 			}
 			if f[2] == "keep" {
-				d, _ := strconv.Atoi(strings.TrimPrefix(string(recs[off].Value), "mk:"))
-				m.timers["mv"] = recs[off].Timestamp.UnixMilli() + int64(d)
+				v := string(recs[off].Value)
+				if v == "cz" {
+					delete(m.timers, "nv")
+					continue
+				}
+				nm := "mv"
+				if strings.HasPrefix(v, "nk:") {
+					nm = "nv"
+				}
+				d, _ := strconv.Atoi(v[3:])
+				m.timers[nm] = recs[off].Timestamp.UnixMilli() + int64(d)
 				continue
 			}
 			n, _ := strconv.Atoi(f[2])
@@ -357,7 +404,12 @@ func checkFuzz(t *testing.T, recs []*kgo.Record, h *fuzzHarness) {
 			}
 			sa, _ := strconv.ParseInt(f[3], 10, 64)
 			m.exists, m.count, m.last = true, n, sa
-			if v := string(recs[off].Value); v == "cx" {
+			if v := string(recs[off].Value); v == "cy" {
+				delete(m.timers, "nv")
+			} else if ms, ok := strings.CutPrefix(v, "nv:"); ok {
+				d, _ := strconv.Atoi(ms)
+				m.timers["nv"] = recs[off].Timestamp.UnixMilli() + int64(d)
+			} else if v == "cx" {
 				delete(m.timers, "mv")
 			} else if ms, ok := strings.CutPrefix(v, "mv:"); ok {
 				d, _ := strconv.Atoi(ms)
@@ -372,6 +424,9 @@ func checkFuzz(t *testing.T, recs []*kgo.Record, h *fuzzHarness) {
 				fail(fmt.Sprintf("timer %s due %d fired, model has %v", f[1], due, m.timers))
 			}
 			at, _ := strconv.ParseInt(f[len(f)-1], 10, 64)
+			if due > at {
+				fail(fmt.Sprintf("timer %s due %d fired early at %d", f[1], due, at))
+			}
 			if s := overdue(k, m, at, due, f[1]); s != "" {
 				fail("before timer " + f[1] + ": " + s)
 			}
@@ -390,6 +445,23 @@ func checkFuzz(t *testing.T, recs []*kgo.Record, h *fuzzHarness) {
 				fail(fmt.Sprintf("timer us: count %d, want %d", n, want))
 			}
 			m.exists, m.count, m.last = true, n, at
+		case "tik":
+			due, _ := strconv.ParseInt(f[2], 10, 64)
+			if d, ok := m.timers[f[1]]; !ok || d != due {
+				fail(fmt.Sprintf("timer %s due %d fired, model has %v", f[1], due, m.timers))
+			}
+			at, _ := strconv.ParseInt(f[3], 10, 64)
+			if due > at {
+				fail(fmt.Sprintf("timer %s due %d fired early at %d", f[1], due, at))
+			}
+			if s := overdue(k, m, at, due, f[1]); s != "" {
+				fail("before timer " + f[1] + ": " + s)
+			}
+			delete(m.timers, f[1])
+			m.fired[f[1]] = true
+			if len(f) > 4 {
+				m.timers[f[1]] = due + 37
+			}
 		case "exp":
 			n, _ := strconv.Atoi(f[1])
 			at, _ := strconv.ParseInt(f[2], 10, 64)
