@@ -3,17 +3,13 @@ package task
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/flechtwerk/flechtwerk/internal/stage"
 	"github.com/flechtwerk/flechtwerk/internal/stamp"
-	"github.com/flechtwerk/flechtwerk/store"
-	"github.com/flechtwerk/flechtwerk/task/process"
 	"github.com/flechtwerk/flechtwerk/transformer"
 )
 
@@ -42,18 +38,10 @@ func carriedStage(withTimer bool) *transformer.Stage[int] {
 	}, opts...)
 }
 
-// carriedOpen opens a harness on the stores in dir.
+// carriedOpen opens a harness of carriedStage on the stores in dir.
 func carriedOpen(t *testing.T, dir string, withTimer bool) *fuzzHarness {
-	h := &fuzzHarness{t: t, dir: dir}
-	tr, ok := stage.TransformerOf(carriedStage(withTimer))
-	require.True(t, ok)
-	def, err := store.Open(context.Background(), filepath.Join(dir, "default"), store.Options{})
-	require.NoError(t, err)
-	tim, err := store.Open(context.Background(), filepath.Join(dir, "timers"), store.Options{Timers: true})
-	require.NoError(t, err)
-	h.tk = &Task{stores: []*store.Store{def}, topics: []string{"c"}, names: []string{""}, timers: tim, proc: tr, sp: tr.(process.Stores)}
-	h.tk.open = newOpen(1)
-	h.tk.stream, _ = tim.StreamTime()
+	h := &fuzzHarness{t: t, dir: dir, stage: carriedStage(withTimer)}
+	h.open()
 	return h
 }
 
@@ -146,23 +134,15 @@ func TestCarriedTimersBounded(t *testing.T) {
 		e.Send("out", tm.Key, fmt.Appendf(nil, "%s %d", tm.Name, tm.Due.UnixMilli()))
 		return nil
 	}))
-	tr, ok := stage.TransformerOf(st)
-	require.True(t, ok)
-	dir := t.TempDir()
-	def, err := store.Open(context.Background(), filepath.Join(dir, "default"), store.Options{})
-	require.NoError(t, err)
-	tim, err := store.Open(context.Background(), filepath.Join(dir, "timers"), store.Options{Timers: true})
-	require.NoError(t, err)
-	h := &fuzzHarness{t: t, dir: dir}
-	h.tk = &Task{stores: []*store.Store{def}, topics: []string{"c"}, names: []string{""}, timers: tim, proc: tr, sp: tr.(process.Stores)}
-	h.tk.open = newOpen(1)
+	h := &fuzzHarness{t: t, dir: t.TempDir(), stage: st}
+	h.open()
 	defer h.close()
 
 	h.run(carriedRec("k", "", 1000)) // no state yet: set where due
 	h.commitOpen()
 	h.run(carriedRec("k", "", 1050)) // moved later: carried, up to the bound
 	h.commitOpen()
-	sb, ok, err := def.StampOf([]byte("k"))
+	sb, ok, err := h.tk.stores[0].StampOf([]byte("k"))
 	require.NoError(t, err)
 	require.True(t, ok)
 	s, ok := stamp.Decode(sb)

@@ -113,6 +113,7 @@ func fuzzStage() *transformer.Stage[int] {
 type fuzzHarness struct {
 	t        *testing.T
 	dir      string
+	stage    *transformer.Stage[int] // nil: fuzzStage
 	tk       *Task
 	txnOpen  bool
 	openOuts []*kgo.Record
@@ -127,7 +128,10 @@ type fuzzHarness struct {
 
 func (h *fuzzHarness) open() {
 	t := h.t
-	tr, ok := stage.TransformerOf(fuzzStage())
+	if h.stage == nil {
+		h.stage = fuzzStage()
+	}
+	tr, ok := stage.TransformerOf(h.stage)
 	require.True(t, ok)
 	def, err := store.Open(context.Background(), filepath.Join(h.dir, "default"), store.Options{})
 	require.NoError(t, err)
