@@ -357,10 +357,8 @@ type call struct {
 	timers []process.TimerOp
 	over   map[overKey]overVal
 	// buf holds the first timer operations (a call sets a timer or
-	// re-arms a TTL, rarely more); carried the first timers the call's
-	// state carries when it changes them (carry).
-	buf     [2]process.TimerOp
-	carried [1]process.Timer
+	// re-arms a TTL, rarely more).
+	buf [2]process.TimerOp
 }
 
 // addTimer appends op to the call's timer operations.
@@ -829,7 +827,8 @@ func (a storesAdapter[S]) ProcessState(ctx context.Context, in process.Input, st
 	if err != nil {
 		return res, err
 	}
-	return a.finish(res, c, state, found)
+	err = a.finish(&res, c, state, found)
+	return res, err
 }
 
 // Fire runs the callback of timer pt: OnTimer for a user timer; for the
@@ -916,7 +915,8 @@ func (a storesAdapter[S]) Fire(ctx context.Context, pt process.Timer, state []by
 		res.Writes, res.Timers = c.writes, c.timers
 		return res, nil
 	}
-	return a.finish(res, c, state, found)
+	err = a.finish(&res, c, state, found)
+	return res, err
 }
 
 // StateExpiry returns when a state stamped s expires by the stage's
@@ -939,7 +939,7 @@ func (a storesAdapter[S]) StateExpiry(s process.Stamp) (int64, bool) {
 // Fire reads the stamp and moves the timer to the stamp's expiry if the
 // key was written since: a key that keeps being written costs its expiry
 // about a timer record per TTL, not one per transaction.
-func (a storesAdapter[S]) finish(res process.Result, c *call, state []byte, found bool) (process.Result, error) {
+func (a storesAdapter[S]) finish(res *process.Result, c *call, state []byte, found bool) error {
 	sc := a.t.sc
 	var (
 		prev   process.Stamp
@@ -949,8 +949,8 @@ func (a storesAdapter[S]) finish(res process.Result, c *call, state []byte, foun
 		// A stage without a callback keeps the timers a run with one
 		// left (it sets none).
 		var err error
-		if prev, forced, err = c.carry(&res, state, found); err != nil {
-			return res, err
+		if prev, forced, err = c.carry(res, state, found); err != nil {
+			return err
 		}
 	}
 	if sc.ttl > 0 && c.key != nil {
@@ -970,7 +970,7 @@ func (a storesAdapter[S]) finish(res process.Result, c *call, state []byte, foun
 		res.Stamp.Kind, res.Stamp.At = prev.Kind, prev.At
 	}
 	res.Writes, res.Timers = c.writes, c.timers
-	return res, nil
+	return nil
 }
 
 // maxCarried bounds the timers a key's state carries, and so what each
@@ -1009,12 +1009,14 @@ func (c *call) carry(res *process.Result, state []byte, found bool) (prev proces
 	if res.Op == process.Delete {
 		return prev, false, c.settleFrom(prev)
 	}
-	// carried is prev's until the first change (prev's may be shared).
-	carried, changed := prev.Timers, false
+	// carried is prev's, which the call may change in place
+	// (process.State.Stamp), until it adds or removes one.
+	carried, changed, copied := prev.Timers, false, false
 	change := func() {
-		if !changed {
-			carried, changed = append(c.carried[:0], carried...), true
+		if !copied {
+			carried, copied = append(make([]process.Timer, 0, len(carried)+1), carried...), true
 		}
+		changed = true
 	}
 	for _, op := range c.timers {
 		if !ownTimer(op, c.key) {
@@ -1028,8 +1030,7 @@ func (c *call) carry(res *process.Result, state []byte, found bool) (prev proces
 		case op.Cancel:
 		case i >= 0:
 			if carried[i].Kind != op.Kind || carried[i].Due != op.Due {
-				change()
-				carried[i].Kind, carried[i].Due = op.Kind, op.Due
+				carried[i].Kind, carried[i].Due, changed = op.Kind, op.Due, true
 			}
 		case res.Op == process.Put && found && len(carried) < maxCarried:
 			// A timer of a key that had no state (its first

@@ -121,7 +121,8 @@ type State interface {
 	// Stamp returns the Stamp of the last write of key's default state
 	// (Result.Stamp): committed, or written by the open transaction
 	// before this call. ok is false when that write had none, or the key
-	// has no state.
+	// has no state. The call may change the Timers of its own key's stamp
+	// in place for its Result: nothing reads them after the call.
 	Stamp(key []byte) (s Stamp, ok bool, err error)
 }
 
