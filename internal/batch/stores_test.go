@@ -32,8 +32,11 @@ type memView struct {
 	stamps map[string]process.Stamp
 }
 
+// Stamp returns a copy of key's stamp: a call may change its timers in
+// place (process.State.Stamp).
 func (v *memView) Stamp(key []byte) (process.Stamp, bool, error) {
 	s, ok := v.stamps[string(key)]
+	s.Timers = slices.Clone(s.Timers)
 	return s, ok, nil
 }
 
