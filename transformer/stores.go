@@ -900,8 +900,8 @@ func (a storesAdapter[S]) Fire(ctx context.Context, pt process.Timer, state []by
 			}
 		}
 		// The fired timer is gone, from the key's stamp too, unless the
-		// callback sets it again. A timer left by a stage that had a
-		// callback runs nothing.
+		// callback sets it again. Without a callback (a timer left by a
+		// run of the stage that had one), nothing runs.
 		c.addTimer(process.TimerOp{Timer: process.Timer{Key: pt.Key, Name: pt.Name}, Cancel: true})
 		if t.onTimer != nil {
 			tm := Timer{Key: pt.Key, Name: pt.Name, Kind: pt.Kind, Due: time.UnixMilli(pt.Due)}
@@ -988,10 +988,11 @@ func ownTimer(op process.TimerOp, key []byte) bool {
 // no timer record: a put carries the timers of the key's last stamp
 // under the call's operations on them, and the timers the call sets on a
 // key that had state; their sets become hints (the timer store keeps an
-// earlier due time, which Fire then moves to the carried one). A call that changes a carried timer without writing the
-// state writes it as it is (forced, with the last stamp's time). A delete
-// drops the stamp: the timers it carried are set where it had them. It
-// returns the key's last stamp (prev).
+// earlier due time, which Fire then moves to the carried one). A call
+// that changes a carried timer without writing the state writes it as it
+// is (forced, with the last stamp's time). A delete drops the stamp: the
+// timers it carried are set where it had them. It returns the key's last
+// stamp (prev).
 func (c *call) carry(res *process.Result, state []byte, found bool) (prev process.Stamp, forced bool, err error) {
 	own := false
 	for _, op := range c.timers {
@@ -1007,7 +1008,8 @@ func (c *call) carry(res *process.Result, state []byte, found bool) (prev proces
 		return prev, false, err
 	}
 	if res.Op == process.Delete {
-		return prev, false, c.settleFrom(prev)
+		c.settleFrom(prev)
+		return prev, false, nil
 	}
 	// carried is prev's, which the call may change in place
 	// (process.State.Stamp), until it adds or removes one.
@@ -1028,6 +1030,7 @@ func (c *call) carry(res *process.Result, state []byte, found bool) (prev proces
 			change()
 			carried = slices.Delete(carried, i, i+1)
 		case op.Cancel:
+			// Not carried: the cancel removes it from the timer store.
 		case i >= 0:
 			if carried[i].Kind != op.Kind || carried[i].Due != op.Due {
 				carried[i].Kind, carried[i].Due, changed = op.Kind, op.Due, true
@@ -1062,16 +1065,16 @@ func (c *call) carry(res *process.Result, state []byte, found bool) (prev proces
 // before its state is deleted (see carry).
 func (c *call) settle(key []byte) error {
 	prev, _, err := c.st.Stamp(key)
-	if err != nil {
-		return err
+	if err == nil {
+		c.settleFrom(prev)
 	}
-	return c.settleFrom(prev)
+	return err
 }
 
 // settleFrom sets the timers prev carries that the call did not set or
 // cancel at the due times prev has, and makes the call's sets of the
 // key's timers plain sets.
-func (c *call) settleFrom(prev process.Stamp) error {
+func (c *call) settleFrom(prev process.Stamp) {
 	for i, op := range c.timers {
 		if ownTimer(op, c.key) {
 			c.timers[i].Hint = false
@@ -1084,5 +1087,4 @@ func (c *call) settleFrom(prev process.Stamp) error {
 		t.Key = c.key
 		c.addTimer(process.TimerOp{Timer: t})
 	}
-	return nil
 }
