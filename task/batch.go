@@ -109,12 +109,11 @@ func (t *Task) run(ctx context.Context, recs []*kgo.Record, sem chan struct{}) (
 		return nil, fmt.Errorf("task %d: batch not run: %w", t.cfg.Partition, ErrClosed)
 	}
 	stream, timers := t.stream, t.timers != nil
-	open, last := t.open.stores[process.DefaultStore].m, t.last
 	t.leave()
 	if t.sp != nil {
 		p.View = &view{t: t, stream: stream, now: time.Now()}
 		if timers {
-			p.Due, p.KeyTimers, p.OpenStamp = t.due, t.keyTimers(), openStamp(open, last)
+			p.Due, p.KeyTimers = t.due, t.keyTimers()
 			p.StampedState = t.getStamped
 		}
 	}
@@ -165,40 +164,30 @@ func (t *Task) changelogTopic(topic string) bool {
 	return topic == t.timersTopic
 }
 
-// openStamp returns a batch.Params.OpenStamp over open, the open
-// transaction's overlay of the default store, and last, the last
-// committed transaction's (Task.last), which no transaction followed.
-// Neither changes while a batch runs: Add and CommitOpen replace or fill
-// them between batches, Close replaces them.
-func openStamp(open, last map[string]store.Write) func(key []byte) ([]byte, bool) {
-	return func(key []byte) ([]byte, bool) {
-		w, ok := open[string(key)]
-		if !ok {
-			w, ok = last[string(key)]
-		}
-		if !ok || w.Delete || w.Stamp == nil {
-			return nil, false
-		}
-		return w.Stamp, true
-	}
-}
-
-// getStamped is get that also returns the stamp of key's last write.
-func (t *Task) getStamped(key []byte) ([]byte, []byte, bool, error) {
+// getStamped is get that also returns the stamp of key's last write,
+// and whether the open or the last transaction made it: a write the last
+// transaction committed is read from its overlay (Task.last), which the
+// store holds too.
+func (t *Task) getStamped(key []byte) (batch.Stamped, error) {
 	if !t.enter() {
-		return nil, nil, false, ErrClosed
+		return batch.Stamped{}, ErrClosed
 	}
 	defer t.leave()
-	if w, ok := t.open.stores[0].m[string(key)]; ok {
+	w, ok := t.open.stores[0].m[string(key)]
+	if !ok {
+		w, ok = t.last[string(key)]
+	}
+	if ok {
 		if w.Delete {
-			return nil, nil, false, nil
+			return batch.Stamped{Recent: true}, nil
 		}
-		return bytes.Clone(w.Value), w.Stamp, true, nil
+		return batch.Stamped{Value: bytes.Clone(w.Value), Found: true, Stamp: w.Stamp, Recent: true}, nil
 	}
 	if t.stores[0] == nil {
-		return nil, nil, false, nil
+		return batch.Stamped{}, nil
 	}
-	return t.stores[0].GetStamped(key)
+	v, st, found, err := t.stores[0].GetStamped(key)
+	return batch.Stamped{Value: v, Found: found, Stamp: st}, err
 }
 
 // get reads key from the open transaction's overlay, else from the store

@@ -370,10 +370,12 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 		}()
 	}
 	wg.Wait()
+	// last is what the store holds of the transaction (getStamped reads
+	// it in the store's place): none after a failed update.
+	t.last = nil
 	if err := errors.Join(errs...); err != nil {
 		return st, fmt.Errorf("task %d: transaction committed but the store update failed (restored from the changelog on restart): %w", t.cfg.Partition, err)
 	}
-	t.last = nil
 	if o.stores[0].stamped {
 		t.last = o.stores[0].m
 	}

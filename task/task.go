@@ -101,7 +101,8 @@ type Task struct {
 	open open
 	// last is the default store's overlay of the last transaction
 	// committed and applied when a write of it carried a stamp (nil:
-	// none), touched as open is: openStamp reads its stamps.
+	// none), touched as open is: getStamped reads it in the default
+	// store's place, values and stamps.
 	last    map[string]store.Write
 	commits atomic.Int64
 	// reads counts the store reads of batches in progress.

@@ -37,10 +37,9 @@ type Params struct {
 	// value must be the caller's own copy.
 	State func(key []byte) ([]byte, bool, error)
 	// StampedState, when set, is State that also returns the stamp kept
-	// with the value (its bytes, nil when none), which a Stores processor's
-	// bucket then reads once with its state (process.State.Stamp). The
-	// stamp's bytes must not change.
-	StampedState func(key []byte) (value, stamp []byte, found bool, err error)
+	// with the value, which a Stores processor's bucket then reads once
+	// with its state (process.State.Stamp).
+	StampedState func(key []byte) (Stamped, error)
 	// Sem bounds how many buckets run at the same time: one slot each.
 	Sem chan struct{}
 	// Name prefixes errors that name no record, e.g. "task 3".
@@ -84,22 +83,28 @@ type Params struct {
 	// committed ones), in any order. Optional. Run calls it, one call at
 	// a time, before any bucket runs.
 	KeyTimers func(key []byte, fn func(t process.Timer) error) error
-	// OpenStamp returns the stamp of key's state, encoded (its bytes must
-	// not change), as the open transaction wrote it before the batch or,
-	// when it did not write key's state, as the transaction committed just
-	// before it did; false when neither wrote it or the write had no
-	// stamp (older stamps are not read). Every write of a stamped state
-	// sets the state TTL's timer no later than its expiry, and the timers
-	// the stamp carries no later than their due times (hints), so a hint
-	// of such a timer the stamp has no earlier changes nothing. Optional:
-	// without it, every hint (process.TimerOp.Hint) of a call reaches the
-	// Result.
-	OpenStamp func(key []byte) ([]byte, bool)
-
 	// sx is the batch's stores and timers, set by Run for a
 	// process.Stores processor (nil: a plain Processor, run without any
 	// of it).
 	sx *storesBatch
+}
+
+// Stamped is a key's state read with its stamp (Params.StampedState).
+type Stamped struct {
+	// Value is the caller's own copy; Found says whether there is one.
+	Value []byte
+	Found bool
+	// Stamp is the stamp kept with the value, encoded (nil: none). Its
+	// bytes must not change.
+	Stamp []byte
+	// Recent: the open transaction wrote the state before the batch or,
+	// when it did not, the transaction committed just before it did.
+	// Every write of a stamped state sets the state TTL's timer no later
+	// than its expiry, and the timers the stamp carries no later than
+	// their due times (hints), so a hint of such a timer that a recent
+	// stamp has no earlier changes nothing. An older stamp is not trusted
+	// so: a restarted task passes every hint on until its first commit.
+	Recent bool
 }
 
 // DefaultMaxTimers is Params.MaxTimers when it is 0.

@@ -31,7 +31,6 @@ type storesBatch struct {
 	view      process.State
 	due       func(kind process.TimeKind, upTo int64, fn func(t process.Timer) (bool, error)) error
 	keyTimers func(key []byte, fn func(t process.Timer) error) error
-	openStamp func(key []byte) ([]byte, bool)
 	name      string
 	partition int32
 	// slab holds the buckets' own parts (newBucket); slabs are the
@@ -53,7 +52,7 @@ type storesBatch struct {
 }
 
 func newStoresBatch(p Params, sp process.Stores, n int) *storesBatch {
-	sx := &storesBatch{sp: sp, view: p.View, due: p.Due, keyTimers: p.KeyTimers, openStamp: p.OpenStamp, name: p.Name, partition: p.Partition, before: p.View.StreamTime(), now: p.View.Now(), at: make([]int64, n)}
+	sx := &storesBatch{sp: sp, view: p.View, due: p.Due, keyTimers: p.KeyTimers, name: p.Name, partition: p.Partition, before: p.View.StreamTime(), now: p.View.Now(), at: make([]int64, n)}
 	sx.nowMs = sx.now.UnixMilli()
 	for i := range sx.at {
 		sx.at[i] = math.MinInt64
@@ -375,10 +374,10 @@ type storesBucket struct {
 	// cs is the view of the running call (a bucket's calls run one at a
 	// time).
 	cs callState
-	// open is the key's stamp in the open transaction, encoded
-	// (Params.OpenStamp), read once (openRead).
-	open             []byte
-	openOK, openRead bool
+	// open is the key's stamp when the bucket began, encoded, when it is
+	// recent (openOK; Stamped.Recent).
+	open   []byte
+	openOK bool
 	// only: a bucket of a key without records, whose timers MaxTimers
 	// may have cut (leftBefore).
 	only bool
@@ -445,10 +444,12 @@ func runStoresBucket(ctx context.Context, p *Params, bk *bucket, stateful bool) 
 	if stateful {
 		var err error
 		if p.StampedState != nil {
-			var sb []byte
-			cur, sb, found, err = p.StampedState(bk.key)
-			x.stamp0, x.stamp0OK = stamp.DecodeInto(sb, x.stamp0buf[:])
+			var s Stamped
+			s, err = p.StampedState(bk.key)
+			cur, found = s.Value, s.Found
+			x.stamp0, x.stamp0OK = stamp.DecodeInto(s.Stamp, x.stamp0buf[:])
 			x.stamp0Read = err == nil
+			x.open, x.openOK = s.Stamp, s.Recent && s.Stamp != nil
 		} else {
 			cur, found, err = p.State(bk.key)
 		}
@@ -672,7 +673,7 @@ func (x *storesBucket) apply(bk *bucket, res stage.Result) {
 }
 
 // hinted reports whether hint h of the bucket's key changes nothing, as
-// the key's state was last written (OpenStamp) with a stamp that set the
+// the key's state was last written (Stamped.Recent) with a stamp that set the
 // timer no later, and the bucket has no operation on the timer yet:
 //   - a state TTL's hint, when the stamp is of h's clock: that write set
 //     the expiry no later (its hint or a set, which combine with h into
@@ -681,13 +682,6 @@ func (x *storesBucket) apply(bk *bucket, res stage.Result) {
 //     carries it of h's clock due no later: that write hinted it there,
 //     and a fire or cancel since would have written the state again.
 func (x *storesBucket) hinted(key []byte, h process.TimerOp) bool {
-	if x.sx.openStamp == nil {
-		return false
-	}
-	if !x.openRead {
-		x.open, x.openOK = x.sx.openStamp(key)
-		x.openRead = true
-	}
 	if !x.openOK {
 		return false
 	}
