@@ -957,8 +957,14 @@ func (a storesAdapter[S]) finish(res *process.Result, c *call, state []byte, fou
 		switch {
 		case forced:
 			// Written for its carried timers only: its TTL's stamp
-			// and expiry stay.
+			// stays, and so does its expiry, hinted again as every
+			// stamped write does (a run without the TTL may have
+			// dropped the timer; a batch skips the hint of a key
+			// whose recent stamp set it).
 			res.Stamp.Kind, res.Stamp.At = prev.Kind, prev.At
+			if prev.Kind == sc.ttlKind {
+				c.addTimer(process.TimerOp{Timer: process.Timer{Key: c.key, Name: ttlTimer, Kind: sc.ttlKind, Due: expiryDue(prev.At, sc.ttl)}, Hint: true})
+			}
 		case res.Op == process.Put:
 			at := c.clock(sc.ttlKind)
 			res.Stamp.Kind, res.Stamp.At = sc.ttlKind, at
