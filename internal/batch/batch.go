@@ -102,8 +102,12 @@ type Stamped struct {
 	// Every write of a stamped state sets the state TTL's timer no later
 	// than its expiry, and the timers the stamp carries no later than
 	// their due times (hints), so a hint of such a timer that a recent
-	// stamp has no earlier changes nothing. An older stamp is not trusted
-	// so: a restarted task passes every hint on until its first commit.
+	// stamp has no earlier changes nothing (for the TTL: a recent stamp
+	// no later than now by its clock, which may have stepped back). An
+	// older stamp is not trusted so, as a run of the stage that could
+	// not read it may have fired its timers: a bucket passes its hints
+	// on, and hints the timers that its key's new stamp carries over from
+	// it.
 	Recent bool
 }
 

@@ -489,6 +489,19 @@ func runStoresBucket(ctx context.Context, p *Params, bk *bucket, stateful bool) 
 	if bk.op == stage.Delete && !existed {
 		bk.op = stage.Keep
 	}
+	if stateful && bk.op == stage.Put && !x.openOK {
+		// The key's last stamp was not written by this run's recent
+		// transactions: the timers it carries may have no timer (a run
+		// that could not read the stamp dropped them). Hint them where
+		// the new stamp has them, which makes it a stamp the next
+		// batches can trust (Stamped.Recent).
+		for _, ct := range bk.stamp.Timers {
+			if slices.ContainsFunc(x.timers, func(op process.TimerOp) bool { return op.Name == ct.Name && bytes.Equal(op.Key, bk.key) }) {
+				continue
+			}
+			x.putOwn(process.TimerOp{Timer: process.Timer{Key: bk.key, Name: ct.Name, Kind: ct.Kind, Due: ct.Due}, Hint: true})
+		}
+	}
 }
 
 // fire fires the key's pending timers due at stream time st (event time)
@@ -686,7 +699,14 @@ func (x *storesBucket) hinted(key []byte, h process.TimerOp) bool {
 		return false
 	}
 	if h.Name == ttlTimer {
-		if stamp.KindOf(x.open) != h.Kind {
+		// The recent write set the expiry no later than h only when it
+		// was stamped no later than now by h's clock (a wall clock may
+		// step back; a previous owner's may run ahead).
+		now := x.stream
+		if h.Kind == process.WallClock {
+			now = x.sx.nowMs
+		}
+		if stamp.KindOf(x.open) != h.Kind || x.stamp0.At > now {
 			return false
 		}
 	} else if t, ok := stamp.TimerOf(x.open, h.Name); !ok || t.Kind != h.Kind || t.Due > h.Due {
