@@ -382,7 +382,9 @@ type storesBucket struct {
 	// may have cut (leftBefore).
 	only bool
 	// stamp0 is the stamp of the key's state when the bucket began, read
-	// with it (stamp0Read; Params.StampedState).
+	// with it (stamp0Read; Params.StampedState). A call may change its
+	// Timers in place (process.State.Stamp), never its Kind and At; open
+	// keeps its bytes.
 	stamp0               process.Stamp
 	stamp0OK, stamp0Read bool
 	stamp0buf            [1]process.Timer
@@ -496,10 +498,9 @@ func runStoresBucket(ctx context.Context, p *Params, bk *bucket, stateful bool) 
 		// the new stamp has them, which makes it a stamp the next
 		// batches can trust (Stamped.Recent).
 		for _, ct := range bk.stamp.Timers {
-			if slices.ContainsFunc(x.timers, func(op process.TimerOp) bool { return op.Name == ct.Name && bytes.Equal(op.Key, bk.key) }) {
-				continue
+			if !x.hasOp(bk.key, ct.Name) {
+				x.putOwn(process.TimerOp{Timer: process.Timer{Key: bk.key, Name: ct.Name, Kind: ct.Kind, Due: ct.Due}, Hint: true})
 			}
-			x.putOwn(process.TimerOp{Timer: process.Timer{Key: bk.key, Name: ct.Name, Kind: ct.Kind, Due: ct.Due}, Hint: true})
 		}
 	}
 }
@@ -686,11 +687,13 @@ func (x *storesBucket) apply(bk *bucket, res stage.Result) {
 }
 
 // hinted reports whether hint h of the bucket's key changes nothing, as
-// the key's state was last written (Stamped.Recent) with a stamp that set the
-// timer no later, and the bucket has no operation on the timer yet:
-//   - a state TTL's hint, when the stamp is of h's clock: that write set
-//     the expiry no later (its hint or a set, which combine with h into
-//     themselves; a cancel comes with a delete of the state);
+// the key's state was last written (Stamped.Recent) with a stamp that
+// set the timer no later, and the bucket has no operation on the timer
+// yet:
+//   - a state TTL's hint, when the stamp is of h's clock and no later
+//     than now by it: that write set the expiry no later (its hint or a
+//     set, which combine with h into themselves; a cancel comes with a
+//     delete of the state);
 //   - a carried timer's hint (process.Stamp.Timers), when the stamp
 //     carries it of h's clock due no later: that write hinted it there,
 //     and a fire or cancel since would have written the state again.
@@ -706,13 +709,18 @@ func (x *storesBucket) hinted(key []byte, h process.TimerOp) bool {
 		if h.Kind == process.WallClock {
 			now = x.sx.nowMs
 		}
-		if stamp.KindOf(x.open) != h.Kind || x.stamp0.At > now {
+		if x.stamp0.Kind != h.Kind || x.stamp0.At > now {
 			return false
 		}
 	} else if t, ok := stamp.TimerOf(x.open, h.Name); !ok || t.Kind != h.Kind || t.Due > h.Due {
 		return false
 	}
-	return !slices.ContainsFunc(x.timers, func(t process.TimerOp) bool { return t.Name == h.Name && bytes.Equal(t.Key, key) })
+	return !x.hasOp(key, h.Name)
+}
+
+// hasOp reports whether the bucket has an operation on timer name of key.
+func (x *storesBucket) hasOp(key []byte, name string) bool {
+	return slices.ContainsFunc(x.timers, func(t process.TimerOp) bool { return t.Name == name && bytes.Equal(t.Key, key) })
 }
 
 // putOwn adds op, an operation on a timer of the bucket's key, to its
