@@ -148,7 +148,9 @@ func TestTimersKilledBetweenFiringAndCommit(t *testing.T) {
 	c.WaitSettled(t, out)
 	c.WaitSettled(t, changelog.TimersTopic(app))
 	outs := c.ReadCommitted(t, out)
-	require.Len(t, outs, 10, "each fired timer's output exactly once")
+	if len(outs) != 10 {
+		t.Fatalf("each fired timer's output exactly once: read %d; the topic:\n%s", len(outs), c.Dump(t, out))
+	}
 	for i, o := range outs {
 		require.Equal(t, fmt.Sprintf("k%d", i), string(o.Key))
 		require.Equal(t, "1", string(o.Value))

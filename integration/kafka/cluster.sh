@@ -81,6 +81,8 @@ controller.listener.names=CONTROLLER
 inter.broker.listener.name=INTERNAL
 listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT
 log.dirs=$nd/logs
+# Records with event times years in the past stay (see kafka.sh).
+log.retention.ms=-1
 
 # Replicated: every topic 3 replicas, writes need 2 in sync.
 num.partitions=1

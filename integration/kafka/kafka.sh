@@ -130,6 +130,10 @@ share.coordinator.state.topic.min.isr=1
 auto.create.topics.enable=false
 auto.leader.rebalance.enable=false
 log.dirs=$1/logs
+# Tests write records with fixed event times years in the past: time-based
+# retention would delete them at its next check (every 5 minutes), between
+# a test's write and its read.
+log.retention.ms=-1
 
 # Fast tests.
 group.initial.rebalance.delay.ms=0

@@ -102,12 +102,15 @@ func Name(prefix string) string {
 	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano()%1e9, seq.Add(1))
 }
 
-// CreateTopic creates a topic with partitions partitions.
+// CreateTopic creates a topic with partitions partitions. Its records are
+// kept whatever their timestamps (retention.ms -1): tests write event
+// times years in the past, which time-based retention would delete at
+// its next check.
 func (c *Cluster) CreateTopic(t testing.TB, name string, partitions int32) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := c.Adm.CreateTopic(ctx, partitions, -1, nil, name)
+	_, err := c.Adm.CreateTopic(ctx, partitions, -1, map[string]*string{"retention.ms": kadm.StringPtr("-1")}, name)
 	require.NoError(t, err, "create topic %s", name)
 	c.WaitTopic(t, name, partitions)
 }
@@ -413,3 +416,53 @@ func (m *Member) Client() *kgo.Client { return m.cl }
 
 // Leave leaves the group and closes the client; a second call is a no-op.
 func (m *Member) Leave() { m.cl.Close() }
+
+// Dump describes every record of topic, control records and those of
+// aborted transactions included, with its offset, producer id and epoch,
+// and the partitions' start, stable and end offsets: what a failed read
+// of the topic is read against.
+func (c *Cluster) Dump(t testing.TB, topic string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var b strings.Builder
+	starts, _ := c.Adm.ListStartOffsets(ctx, topic)
+	stable, _ := c.Adm.ListCommittedOffsets(ctx, topic)
+	ends, err := c.Adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return fmt.Sprintf("listing %s: %v", topic, err)
+	}
+	offsets := map[int32]kgo.Offset{}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		s, _ := starts.Lookup(topic, o.Partition)
+		l, _ := stable.Lookup(topic, o.Partition)
+		fmt.Fprintf(&b, "%s/%d: start %d (%v), stable %d (%v), end %d (%v)\n", topic, o.Partition, s.Offset, s.Err, l.Offset, l.Err, o.Offset, o.Err)
+		if o.Err == nil && o.Offset > s.Offset {
+			offsets[o.Partition] = kgo.NewOffset().At(s.Offset)
+			want[o.Partition] = o.Offset
+		}
+	})
+	if len(want) == 0 {
+		return b.String()
+	}
+	cl, err := kgo.NewClient(c.clientOpts(
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
+		kgo.KeepControlRecords())...)
+	if err != nil {
+		return b.String() + err.Error()
+	}
+	defer cl.Close()
+	for len(want) > 0 && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachError(func(tp string, p int32, err error) { fmt.Fprintf(&b, "fetch %s/%d: %v\n", tp, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			fmt.Fprintf(&b, "  %d@%d pid %d epoch %d control %t key %q value %q\n", r.Partition, r.Offset, r.ProducerID, r.ProducerEpoch, r.Attrs.IsControl(), r.Key, r.Value)
+			if r.Offset >= want[r.Partition]-1 {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return b.String()
+}
