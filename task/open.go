@@ -118,6 +118,18 @@ func (t *Task) Add(ctx context.Context, b *Batch) error {
 	if b.Empty() {
 		return nil
 	}
+	if o.txn == nil && t.cfg.Lane != nil {
+		opening := time.Now()
+		x, err := t.cfg.Lane.Join(ctx, t)
+		if err != nil {
+			return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
+		}
+		o.txn, o.began = x, time.Now()
+		o.opening = o.began.Sub(opening)
+		if o.since.IsZero() {
+			o.since = o.began
+		}
+	}
 	if o.txn == nil {
 		opening := time.Now()
 		x, err := t.producer.Begin(ctx)
@@ -208,6 +220,12 @@ func (t *Task) OffsetsCommitted() Stats {
 		return Stats{}
 	}
 	s := t.open.stats
+	if len(t.open.offsets) > 0 {
+		if t.position == nil {
+			t.position = make(map[string]int64, len(t.open.offsets))
+		}
+		maps.Copy(t.position, t.open.offsets)
+	}
 	t.open = newOpen(len(t.stores))
 	return s
 }
@@ -235,9 +253,129 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 	if t.closed {
 		return Stats{}, fmt.Errorf("task %d: transaction not committed: %w", t.cfg.Partition, ErrClosed)
 	}
+	if t.cfg.Lane != nil {
+		return Stats{}, fmt.Errorf("task %d: its transaction is its lane's; Prepare, then end the lane's", t.cfg.Partition)
+	}
+	c, err := t.prepare(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	var offs *txn.Offsets
+	if len(c.offsets) > 0 {
+		offs = &txn.Offsets{
+			Group:    t.cfg.ApplicationID,
+			Next:     txn.Of(t.cfg.Partition, c.offsets),
+			TopicIDs: t.cfg.TopicIDs,
+			Metadata: t.cfg.OffsetsMetadata,
+			Member:   t.cfg.Member,
+		}
+	}
+	tm, err := c.o.txn.End(ctx, offs)
+	if c.span != nil {
+		tracing.End(c.span, err)
+	}
+	if err != nil {
+		return Stats{}, fmt.Errorf("task %d: %w", t.cfg.Partition, err)
+	}
+	return t.finish(c, tm)
+}
+
+// Prepared is a task's part of its lane's open transaction (shared-producer
+// mode), sent and waiting for the lane's end: Prepare returns it,
+// Committed applies it once the lane's transaction committed.
+type Prepared struct {
+	c *commit
+	// Offsets are the next offsets of the task's input topics the
+	// transaction must commit: what the task processed, or, when its
+	// part holds only timers, its position (every transaction carries
+	// the offsets of each task in it, so the group's generation check
+	// fences it). Nil: the task is not in the transaction.
+	Offsets map[string]int64
+}
+
+// Prepare sends the task's changelog records into its lane's open
+// transaction, like the first half of CommitOpen, and returns its part
+// (nil when the task has no open transaction: its pending offsets, if
+// any, are committed through the group member or join the lane's
+// transaction as they are). The lane's owner then ends the transaction
+// with the offsets of every task in it, and calls Committed of each; on
+// error, or when the transaction failed, the task must not be used again.
+func (t *Task) Prepare(ctx context.Context) (*Prepared, error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed {
+		return nil, fmt.Errorf("task %d: transaction not committed: %w", t.cfg.Partition, ErrClosed)
+	}
+	if t.open.txn == nil {
+		return nil, nil
+	}
+	c, err := t.prepare(ctx)
+	if err != nil {
+		return nil, err
+	}
+	offs := c.offsets
+	if len(offs) == 0 {
+		offs = t.position
+	}
+	if len(offs) == 0 {
+		// Without offsets the group's generation would not fence the
+		// transaction: it must not commit.
+		return nil, fmt.Errorf("task %d: a transaction of timers alone, and no position to commit (SetPosition)", t.cfg.Partition)
+	}
+	return &Prepared{c: c, Offsets: offs}, nil
+}
+
+// Committed applies p, the task's part of its lane's transaction that
+// committed (tm its timing), to the stores, like the end of CommitOpen.
+func (t *Task) Committed(p *Prepared, tm txn.Timing) (Stats, error) {
+	if p.c.span != nil {
+		tracing.End(p.c.span, nil)
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed {
+		return Stats{}, fmt.Errorf("task %d: transaction committed, store not updated (restored from the changelog on restart): %w", t.cfg.Partition, ErrClosed)
+	}
+	return t.finish(p.c, tm)
+}
+
+// SetPosition tells the task the next offsets of its input topics it
+// starts reading from (the group's committed offsets), which Prepare
+// commits for a transaction of timers alone.
+func (t *Task) SetPosition(next map[string]int64) {
+	t.position = maps.Clone(next)
+}
+
+// commit is a transaction being committed: the open transaction it
+// ends, the changelog records sent into it and the offsets it commits.
+type commit struct {
+	o       open
+	all     []pendingWrites
+	nwrites int
+	writes  []store.Write
+	offsets map[string]int64
+	span    trace.Span
+}
+
+// pendingWrites are the changelog records of one store in a
+// transaction.
+type pendingWrites struct {
+	st     *store.Store
+	topic  string
+	writes []store.Write
+	recs   []*kgo.Record
+	// prep: the timer store's writes, read against it (nil for the
+	// other stores).
+	prep *store.Prepared
+}
+
+// prepare sends the changelog records of the open transaction (one per
+// key, of every store) and resets the open state; the caller holds mu
+// shared and ends the transaction. On error the transaction was aborted.
+func (t *Task) prepare(ctx context.Context) (*commit, error) {
 	o := t.open
 	if o.txn == nil {
-		return Stats{}, fmt.Errorf("task %d: no open transaction; commit the offsets through the group member", t.cfg.Partition)
+		return nil, fmt.Errorf("task %d: no open transaction; commit the offsets through the group member", t.cfg.Partition)
 	}
 	// Timers set again at the due time they have change nothing: no
 	// changelog record, no store write.
@@ -254,7 +392,7 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 			p, err := t.timers.Prepare(tws)
 			if err != nil {
 				t.open = o.next()
-				return Stats{}, errors.Join(fmt.Errorf("task %d: transaction not committed: %w", t.cfg.Partition, err), o.txn.Abort(ctx))
+				return nil, errors.Join(fmt.Errorf("task %d: transaction not committed: %w", t.cfg.Partition, err), t.abortOpen(ctx, o))
 			}
 			// A transaction must send a record: kgo ends none that
 			// sent nothing, and its offsets would stay pending. One
@@ -271,23 +409,14 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 	t.open = o.next()
 	// The changelog records of every store: the default one's, the named
 	// ones', the timers' (and the stream time), one per key.
-	type pending struct {
-		st     *store.Store
-		topic  string
-		writes []store.Write
-		recs   []*kgo.Record
-		// prep: the timer store's writes, read against it (nil for the
-		// other stores).
-		prep *store.Prepared
-	}
-	all := make([]pending, 0, len(t.stores)+1)
+	all := make([]pendingWrites, 0, len(t.stores)+1)
 	for i := range o.stores {
 		if len(o.stores[i].m) > 0 {
-			all = append(all, pending{st: t.stores[i], topic: t.topics[i], writes: o.stores[i].writes()})
+			all = append(all, pendingWrites{st: t.stores[i], topic: t.topics[i], writes: o.stores[i].writes()})
 		}
 	}
 	if len(tws) > 0 {
-		all = append(all, pending{st: t.timers, topic: t.timersTopic, writes: tws, prep: prep})
+		all = append(all, pendingWrites{st: t.timers, topic: t.timersTopic, writes: tws, prep: prep})
 	}
 	nwrites := 0
 	for i := range all {
@@ -308,23 +437,27 @@ func (t *Task) CommitOpen(ctx context.Context) (Stats, error) {
 	if t.tracer != nil {
 		span = t.startCommit(ctx, &o, nwrites)
 	}
-	var offs *txn.Offsets
-	if len(o.offsets) > 0 {
-		offs = &txn.Offsets{
-			Group:     t.cfg.ApplicationID,
-			Partition: t.cfg.Partition,
-			Next:      maps.Clone(o.offsets),
-			TopicIDs:  t.cfg.TopicIDs,
-			Metadata:  t.cfg.OffsetsMetadata,
-			Member:    t.cfg.Member,
+	return &commit{o: o, all: all, nwrites: nwrites, writes: writes, offsets: o.offsets, span: span}, nil
+}
+
+// abortOpen aborts o's transaction: the task's own, or, in a lane, the
+// lane's (every task in it replays).
+func (t *Task) abortOpen(ctx context.Context, o open) error {
+	if t.cfg.Lane != nil {
+		return t.cfg.Lane.Abort(ctx)
+	}
+	return o.txn.Abort(ctx)
+}
+
+// finish records a committed transaction and applies its writes to the
+// stores; the caller holds mu shared.
+func (t *Task) finish(c *commit, tm txn.Timing) (Stats, error) {
+	o, all, nwrites, writes := c.o, c.all, c.nwrites, c.writes
+	if len(c.offsets) > 0 {
+		if t.position == nil {
+			t.position = make(map[string]int64, len(c.offsets))
 		}
-	}
-	tm, err := o.txn.End(ctx, offs)
-	if span != nil {
-		tracing.End(span, err)
-	}
-	if err != nil {
-		return Stats{}, fmt.Errorf("task %d: %w", t.cfg.Partition, err)
+		maps.Copy(t.position, c.offsets)
 	}
 	st := o.stats
 	st.writes, st.transactional, st.fired = writes, true, o.fired

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flechtwerk/flechtwerk/changelog"
 	"github.com/flechtwerk/flechtwerk/internal/config"
+	"github.com/flechtwerk/flechtwerk/internal/restore"
 	"github.com/flechtwerk/flechtwerk/internal/tracing"
 	"github.com/flechtwerk/flechtwerk/internal/txn"
 	"github.com/flechtwerk/flechtwerk/store"
@@ -64,6 +65,12 @@ type Config struct {
 	// fires, earliest first (0 or less: 10000); Batch.MoreDue reports the
 	// rest.
 	MaxTimers int
+	// Lane, when set, is the shared-producer mode's lane of the task's
+	// instance: the task opens no producer and fences nothing; its
+	// transactions are the lane's, joined by Add and ended by the lane's
+	// owner for every task at once (Prepare, then Lane.End, then
+	// Committed). Its producer routes records as Routing says.
+	Lane *txn.Lane
 }
 
 // Task is one running task.
@@ -84,7 +91,10 @@ type Task struct {
 	timersTopic string
 	// stream is the task's stream time: of what it committed and its
 	// open transaction (Unix ms; 0 before any record).
-	stream   int64
+	stream int64
+	// position is the next offset per input topic of the last commit
+	// (or SetPosition's): what a transaction of timers alone commits.
+	position map[string]int64
 	tracer   *tracing.Tracer // nil: tracing off
 	topicIdx map[string]int
 
@@ -115,7 +125,8 @@ type Task struct {
 var ErrClosed = errors.New("task: closed")
 
 // Start creates the task's transactional producer and fences every previous
-// owner of its transactional ID (step 1). It opens no store yet.
+// owner of its transactional ID (step 1); with Config.Lane it does
+// neither. It opens no store yet.
 func Start(ctx context.Context, cfg Config, proc process.Processor) (*Task, error) {
 	// Records go out as soon as they are computed; they batch up behind
 	// the requests in flight per broker anyway. The user's options come
@@ -126,33 +137,20 @@ func Start(ctx context.Context, cfg Config, proc process.Processor) (*Task, erro
 	// it (20ms) after every caller option, so it holds for every task
 	// producer.
 	opts := append([]kgo.Opt{kgo.ProducerLinger(0)}, cfg.KafkaOpts...)
-	rt := txn.Routing{Changelog: cfg.Changelog}
-	t := &Task{cfg: cfg, proc: proc, topics: []string{cfg.Changelog}, names: []string{""}}
+	rt, names, topics, timersTopic := routing(cfg, proc)
+	t := &Task{cfg: cfg, proc: proc, topics: topics, names: names, timersTopic: timersTopic}
 	if sp, ok := proc.(process.Stores); ok {
 		t.sp = sp
-		for _, s := range sp.Stores() {
-			t.names = append(t.names, s.Name)
-			t.topics = append(t.topics, changelog.StoreTopic(cfg.ApplicationID, s.Name))
-		}
-		rt.Stores = append(rt.Stores, t.topics[1:]...)
-		if sp.Timers() {
-			t.timersTopic = changelog.TimersTopic(cfg.ApplicationID)
-			rt.Stores = append(rt.Stores, t.timersTopic)
-		}
 	}
 	t.open = newOpen(len(t.topics))
 	t.stores = make([]*store.Store, len(t.topics))
-	if ep, ok := proc.(explicit); ok && ep.ExplicitPartitions() {
-		// Its outputs with a partition (0 or more) go to it; the
-		// others (-1) to their topic's partitioner.
-		rt.Explicit = true
-	}
-	if pp, ok := proc.(partitioned); ok {
-		rt.ByTopic = pp.Partitioners()
-	}
-	p, err := txn.OpenRouted(ctx, config.TransactionalID(cfg.ApplicationID, cfg.Partition), cfg.TransactionTimeout, rt, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("task %d: %w", cfg.Partition, err)
+	var p *txn.Producer
+	if cfg.Lane == nil {
+		var err error
+		p, err = txn.OpenRouted(ctx, config.TransactionalID(cfg.ApplicationID, cfg.Partition), cfg.TransactionTimeout, rt, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("task %d: %w", cfg.Partition, err)
+		}
 	}
 	idx := make(map[string]int, len(cfg.InputTopics))
 	for i, t := range cfg.InputTopics {
@@ -164,6 +162,48 @@ func Start(ctx context.Context, cfg Config, proc process.Processor) (*Task, erro
 	t.cfg, t.producer, t.topicIdx = cfg, p, idx
 	t.tracer = tracing.New(cfg.TracerProvider, cfg.Propagator, cfg.ApplicationID)
 	return t, nil
+}
+
+// NewLane returns the lane of transactional ID id that the tasks of proc
+// share (Config.Lane; cfg is any of theirs, its partition unused): its
+// producer, opened at the first Join, fences every previous owner of id
+// and routes records as each task's own producer would; its
+// transactions commit offsets of cfg's application.
+func NewLane(id string, cfg Config, proc process.Processor) *txn.Lane {
+	rt, _, _, _ := routing(cfg, proc)
+	opts := append([]kgo.Opt{kgo.ProducerLinger(0)}, cfg.KafkaOpts...)
+	open := func(ctx context.Context) (*txn.Producer, error) {
+		return txn.OpenRouted(ctx, id, cfg.TransactionTimeout, rt, opts...)
+	}
+	return txn.NewLane(open, cfg.ApplicationID)
+}
+
+// routing returns the routing of a task of proc, and the names and
+// changelogs of its stores (the default one first) and of its timers
+// (empty: none).
+func routing(cfg Config, proc process.Processor) (rt txn.Routing, names, topics []string, timersTopic string) {
+	rt = txn.Routing{Changelog: cfg.Changelog}
+	names, topics = []string{""}, []string{cfg.Changelog}
+	if sp, ok := proc.(process.Stores); ok {
+		for _, s := range sp.Stores() {
+			names = append(names, s.Name)
+			topics = append(topics, changelog.StoreTopic(cfg.ApplicationID, s.Name))
+		}
+		rt.Stores = append(rt.Stores, topics[1:]...)
+		if sp.Timers() {
+			timersTopic = changelog.TimersTopic(cfg.ApplicationID)
+			rt.Stores = append(rt.Stores, timersTopic)
+		}
+	}
+	if ep, ok := proc.(explicit); ok && ep.ExplicitPartitions() {
+		// Its outputs with a partition (0 or more) go to it; the
+		// others (-1) to their topic's partitioner.
+		rt.Explicit = true
+	}
+	if pp, ok := proc.(partitioned); ok {
+		rt.ByTopic = pp.Partitioners()
+	}
+	return rt, names, topics, timersTopic
 }
 
 // partitioned is a Processor whose output topics have partitioners of
@@ -212,7 +252,9 @@ func (t *Task) StreamTime() int64 { return t.stream }
 // checkpoint, when the store left in the directory is usable, or is
 // wiped and restored in full (changelog.Recover says when). The producer
 // fenced every previous owner in Start, so every changelog's last stable
-// offset is final. It logs one "task restored" line per store with the
+// offset is final; with a Lane, which fences nothing, the restore first
+// waits for the transactions open on each changelog partition to end
+// (restore.Settle). It logs one "task restored" line per store with the
 // number of records replayed, whether the restore was full and why. The
 // task's stream time is the timer store's. Stateless tasks without named
 // stores or timers do nothing.
@@ -243,6 +285,12 @@ func (t *Task) Restore(ctx context.Context, adm *kadm.Client) error {
 			t.stores[sp.i] = st
 		}
 		began := time.Now()
+		if t.cfg.Lane != nil {
+			// No fence settled the previous owners' transactions.
+			if err := restore.Settle(ctx, adm, sp.topic, t.cfg.Partition); err != nil {
+				return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
+			}
+		}
 		res, err := changelog.Recover(ctx, adm, sp.topic, t.cfg.Partition, st, t.cfg.KafkaOpts...)
 		if err != nil {
 			return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
@@ -345,12 +393,11 @@ func (t *Task) Commit(ctx context.Context, b *Batch) error {
 		recs = append(recs, changelog.Record(t.cfg.Changelog, t.cfg.Partition, w))
 	}
 	tm, err := t.producer.Commit(ctx, recs, &txn.Offsets{
-		Group:     t.cfg.ApplicationID,
-		Partition: t.cfg.Partition,
-		Next:      b.Offsets,
-		TopicIDs:  t.cfg.TopicIDs,
-		Metadata:  t.cfg.OffsetsMetadata,
-		Member:    t.cfg.Member,
+		Group:    t.cfg.ApplicationID,
+		Next:     txn.Of(t.cfg.Partition, b.Offsets),
+		TopicIDs: t.cfg.TopicIDs,
+		Metadata: t.cfg.OffsetsMetadata,
+		Member:   t.cfg.Member,
 	})
 	if err != nil {
 		// Aborted, or of unknown outcome (a failed end): the store is

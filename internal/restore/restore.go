@@ -67,6 +67,38 @@ func Recover(ctx context.Context, adm *kadm.Client, topic string, partition int3
 	return recoverStore(ctx, adm, topic, partition, st, true, opts...)
 }
 
+// Settle waits until every transaction that is open on partition of
+// topic when it is called has ended: until the last stable offset
+// reaches the high watermark listed first. A reader whose writer's
+// previous owners were not fenced (the shared-producer mode, where the
+// group's generation fences instead) calls it before Recover: a
+// transaction of such an owner that is still open holds the last stable
+// offset below the records committed after it, which Recover would take
+// for final and miss. The broker aborts such a transaction after its
+// transaction timeout at the latest. ctx bounds the wait.
+func Settle(ctx context.Context, adm *kadm.Client, topic string, partition int32) error {
+	hwm, err := listOffset(ctx, adm.ListEndOffsets, topic, partition)
+	if err != nil {
+		return fmt.Errorf("changelog: end offset of %s/%d: %w", topic, partition, acl(err, "Describe", topic))
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		lso, err := listOffset(ctx, adm.ListCommittedOffsets, topic, partition)
+		if err != nil {
+			return fmt.Errorf("changelog: last stable offset of %s/%d: %w", topic, partition, acl(err, "Describe", topic))
+		}
+		if lso >= hwm {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("changelog: waiting for the transactions open on %s/%d to end (last stable offset %d, high watermark %d): %w", topic, partition, lso, hwm, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
 // ErrUnstable is returned by RecoverUnfenced when the store's checkpoint
 // lies above the partition's last stable offset but not above its high
 // watermark: the records below the checkpoint are in the log, but a

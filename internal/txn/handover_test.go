@@ -66,7 +66,7 @@ func (h *handover) records(n int) []*kgo.Record {
 }
 
 func (h *handover) offsets() *Offsets {
-	return &Offsets{Group: h.group, Partition: 0, Next: map[string]int64{h.in: int64(h.sent)},
+	return &Offsets{Group: h.group, Next: Of(0, map[string]int64{h.in: int64(h.sent)}),
 		TopicIDs: map[string][16]byte{h.in: h.inID}, Member: h.member.Identity}
 }
 
@@ -219,7 +219,7 @@ func TestUnmovedProducersKeepSequences(t *testing.T) {
 		for k := range 3 {
 			x.Send(&kgo.Record{Topic: clog, Partition: n, Key: fmt.Appendf(nil, "p%d-k%d", n, k), Value: []byte(strconv.FormatInt(next, 10))})
 		}
-		_, err = x.End(ctx, &Offsets{Group: app, Partition: n, Next: map[string]int64{in: next}, TopicIDs: map[string][16]byte{in: inID}, Member: member.Identity})
+		_, err = x.End(ctx, &Offsets{Group: app, Next: Of(n, map[string]int64{in: next}), TopicIDs: map[string][16]byte{in: inID}, Member: member.Identity})
 		return err
 	}
 

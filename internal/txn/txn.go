@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -85,14 +86,14 @@ func OpenRouted(ctx context.Context, id string, timeout time.Duration, rt Routin
 func (p *Producer) ID() string { return p.id }
 
 // Offsets are the group offsets a transaction commits: the next offset to
-// consume per topic, all of one partition.
+// consume per topic and partition, of one partition (a task's
+// transaction) or of several (a transaction shared by the tasks of an
+// instance).
 type Offsets struct {
 	// Group is the consumer group.
 	Group string
-	// Partition is the partition of every topic.
-	Partition int32
-	// Next is the next offset to consume per topic.
-	Next map[string]int64
+	// Next is the next offset to consume per topic and partition.
+	Next map[string]map[int32]int64
 	// TopicIDs are the topics' IDs, for TxnOffsetCommit v6+.
 	TopicIDs map[string][16]byte
 	// Metadata is every offset's commit metadata (empty: none).
@@ -106,6 +107,15 @@ type Offsets struct {
 	// the direct commit paths of a partition are fenced by the same
 	// owner. Required: without it the offsets are refused here.
 	Member func() (memberID string, generation int32)
+}
+
+// Of returns the offsets of one partition: next per topic.
+func Of(partition int32, next map[string]int64) map[string]map[int32]int64 {
+	out := make(map[string]map[int32]int64, len(next))
+	for topic, off := range next {
+		out[topic] = map[int32]int64{partition: off}
+	}
+	return out
 }
 
 // ErrNoMember means a transaction's offsets had no group member to carry:
@@ -245,14 +255,21 @@ func (p *Producer) sendOffsets(ctx context.Context, o *Offsets, added bool) erro
 		rt := kmsg.NewTxnOffsetCommitRequestTopic()
 		rt.Topic = topic
 		rt.TopicID = o.TopicIDs[topic]
-		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-		rp.Partition = o.Partition
-		rp.Offset = o.Next[topic]
-		rp.LeaderEpoch = -1
-		if o.Metadata != "" {
-			rp.Metadata = &o.Metadata
+		parts := make([]int32, 0, len(o.Next[topic]))
+		for p := range o.Next[topic] {
+			parts = append(parts, p)
 		}
-		rt.Partitions = append(rt.Partitions, rp)
+		slices.Sort(parts)
+		for _, p := range parts {
+			rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			rp.Partition = p
+			rp.Offset = o.Next[topic][p]
+			rp.LeaderEpoch = -1
+			if o.Metadata != "" {
+				rp.Metadata = &o.Metadata
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
 		req.Topics = append(req.Topics, rt)
 	}
 	return retry(ctx, func() error {
@@ -359,13 +376,14 @@ var (
 // Txn is an open transaction of a Producer that spans several calls: its
 // records are produced asynchronously as they come (Send), and End checks
 // the result of every one of them before it commits. A Producer runs one
-// Txn at a time, and no Commit while one is open; the caller serializes
-// Send and End.
+// Txn at a time, and no Commit while one is open. Send may be called
+// from several goroutines at once (the tasks sharing a Lane's
+// transaction); End follows every Send.
 type Txn struct {
 	p      *Producer
 	ctx    context.Context
 	cancel context.CancelFunc
-	sent   int
+	sent   atomic.Int64
 
 	// group is the group whose offsets partition AddOffsets added.
 	group string
@@ -427,7 +445,7 @@ func (x *Txn) AddOffsets(ctx context.Context, group string) error {
 // Send produces rec into the transaction without waiting for its result.
 // It blocks while the producer's buffer is full.
 func (x *Txn) Send(rec *kgo.Record) {
-	x.sent++
+	x.sent.Add(1)
 	x.p.cl.Produce(x.ctx, rec, x.promise)
 }
 
@@ -447,7 +465,7 @@ func (x *Txn) promise(r *kgo.Record, err error) {
 }
 
 // Sent returns how many records were sent into the transaction.
-func (x *Txn) Sent() int { return x.sent }
+func (x *Txn) Sent() int { return int(x.sent.Load()) }
 
 // End commits the transaction with offsets (nil: none): it waits for every
 // record sent, then adds the offsets to the transaction, checks all the
@@ -506,14 +524,14 @@ func (x *Txn) end(ctx context.Context, offsets *Offsets) (Timing, error) {
 	first, ferr, failed := x.first, x.err, x.failed
 	x.mu.Unlock()
 	if _, ok := errors.AsType[*flechtwerk.OutputError](ferr); ok && first != nil {
-		return tm, p.abort(ctx, fmt.Errorf("%w (%d of %d records of the transaction failed)", ferr, failed, x.sent))
+		return tm, p.abort(ctx, fmt.Errorf("%w (%d of %d records of the transaction failed)", ferr, failed, x.sent.Load()))
 	}
 	if first != nil {
 		where := fmt.Sprintf("topic %s partition %d", first.Topic, first.Partition)
 		if first.Partition < 0 {
 			where = fmt.Sprintf("topic %s (no partition assigned)", first.Topic)
 		}
-		err := fmt.Errorf("produce to %s failed (%d of %d records of the transaction failed): %w", where, failed, x.sent,
+		err := fmt.Errorf("produce to %s failed (%d of %d records of the transaction failed): %w", where, failed, x.sent.Load(),
 			authz.Wrap(ferr, "Write", map[authz.Resource]string{authz.Topic: first.Topic, authz.TransactionalID: p.id}))
 		return tm, p.abort(ctx, fencing.Classify(p.id, err))
 	}
