@@ -143,6 +143,13 @@ const (
 	// the topic. No stage started; delete the topic or set its
 	// cleanup.policy to delete.
 	CodeRepartitionPolicy Code = "REPARTITION_POLICY_MISMATCH"
+	// CodeTransactionModeMismatch: the transformer's consumer group has
+	// members that run the other transaction mode (runner.SharedProducer
+	// on one side, a producer per task on the other); the group refused
+	// this member before it was assigned anything. Every instance of an
+	// application runs the same mode: to switch, stop every instance, then
+	// start them in the new mode.
+	CodeTransactionModeMismatch Code = "TRANSACTION_MODE_MISMATCH"
 )
 
 // Sentinels, one per code: errors.Is(err, ErrMissingTopic) is true for every
@@ -173,6 +180,7 @@ var (
 	ErrSchemaRegistryUnavailable = &ConfigError{Code: CodeSchemaRegistryUnavailable}
 	ErrTopicCreate               = &ConfigError{Code: CodeTopicCreate}
 	ErrRepartitionPolicy         = &ConfigError{Code: CodeRepartitionPolicy}
+	ErrTransactionModeMismatch   = &ConfigError{Code: CodeTransactionModeMismatch}
 
 	// ErrBatchTimeout matches the error that ends Run when a batch did
 	// not finish within BatchTimeout.

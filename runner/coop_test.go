@@ -41,7 +41,11 @@ func TestMain(m *testing.M) {
 
 func coopChild(spec string) int {
 	p := strings.Split(spec, "|")
-	r, err := NewTransformer(echoCount(p[3]), coopOpts(strings.Split(p[0], ","), p[1], p[2], p[4], p[5])...)
+	opts := coopOpts(strings.Split(p[0], ","), p[1], p[2], p[4], p[5])
+	if len(p) > 6 && p[6] == "shared" {
+		opts = append(opts, SharedProducer())
+	}
+	r, err := NewTransformer(echoCount(p[3]), opts...)
 	if err != nil {
 		fmt.Println("error:", err)
 		return 1
@@ -276,7 +280,19 @@ func requireKept(t *testing.T, step string, before, after map[string][]int32, ga
 // keeps its tasks as far as balance allows. At the end a read_committed
 // reader sees every input's effect exactly once, with the per-key counts
 // continuing across every handover.
+// TestIncrementalRebalances runs in both transaction modes: in the
+// shared-producer mode a revocation (a join, a graceful stop) commits the
+// one transaction of all the instance's tasks before the revoked ones
+// are released, and a killed instance's open transaction is never
+// fenced by a transactional ID: its tasks' new owners wait for it to
+// end (the broker aborts it after the transaction timeout).
 func TestIncrementalRebalances(t *testing.T) {
+	for _, mode := range []string{"per-task", "shared"} {
+		t.Run("mode="+mode, func(t *testing.T) { testIncrementalRebalances(t, mode == "shared") })
+	}
+}
+
+func testIncrementalRebalances(t *testing.T, shared bool) {
 	c := kafkatest.New(t)
 	in, out, app := kafkatest.Name("coop-in"), kafkatest.Name("coop-out"), kafkatest.Name("coop")
 	const partitions = 12
@@ -285,13 +301,21 @@ func TestIncrementalRebalances(t *testing.T) {
 
 	f := feed(t, c, in, partitions)
 	inst := map[string]*instance{}
+	mode := "per-task"
 	opts := func(name string) []TransformerOpt {
-		return append(coopOpts(c.Brokers, app, in, t.TempDir(), name), WithKafkaOpts(c.Opts()...))
+		o := append(coopOpts(c.Brokers, app, in, t.TempDir(), name), WithKafkaOpts(c.Opts()...))
+		if shared {
+			o = append(o, SharedProducer())
+		}
+		return o
+	}
+	if shared {
+		mode = "shared"
 	}
 	inst["a"] = startInstance(t, echoCount(out), opts("a")...)
 	inst["b"] = startInstance(t, echoCount(out), opts("b")...)
 	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%s|%s|%s|%s", coopChildEnv, strings.Join(c.Brokers, ","), app, in, out, t.TempDir(), "c"))
+	child.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%s|%s|%s|%s|%s", coopChildEnv, strings.Join(c.Brokers, ","), app, in, out, t.TempDir(), "c", mode))
 	child.Stdout, child.Stderr = os.Stderr, os.Stderr
 	require.NoError(t, child.Start())
 	killed := false

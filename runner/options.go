@@ -211,9 +211,10 @@ func MaxPollRecords(n int) InputOpt {
 // (transaction.timeout.ms): how long the broker lets a transaction of a
 // silent owner stay open before aborting it. It must exceed BatchTimeout
 // (a transformer) or PageTimeout (an extractor) and not exceed the broker's
-// transaction.max.timeout.ms (15 minutes by default). Default 60s.
+// transaction.max.timeout.ms (15 minutes by default). Default 60s; 10s
+// with SharedProducer.
 func TransactionTimeout(d time.Duration) TxnOpt {
-	return txnOpt{setter: func(c *config.Options) { c.TransactionTimeout = d }}
+	return txnOpt{setter: func(c *config.Options) { c.TransactionTimeout, c.TransactionTimeoutSet = d, true }}
 }
 
 // BatchTimeout bounds the time one batch may take to process, and one
@@ -221,10 +222,42 @@ func TransactionTimeout(d time.Duration) TxnOpt {
 // *BatchTimeoutError (flechtwerk.ErrBatchTimeout) naming its task, and
 // nothing of the task's open transaction is committed. Run does not wait for a transform that ignores its ctx: that
 // goroutine is abandoned, its results are discarded, and it may run on
-// until the process exits. Default 30s. Rebalances wait for the in-flight
-// batch, so keep it below the group's rebalance timeout (60s by default).
+// until the process exits. Default 30s; 5s with SharedProducer.
+// Rebalances wait for the in-flight batch, so keep it below the group's
+// rebalance timeout (60s by default).
 func BatchTimeout(d time.Duration) TransformerOpt {
-	return tOpt{setter: func(c *config.Options) { c.BatchTimeout = d }}
+	return tOpt{setter: func(c *config.Options) { c.BatchTimeout, c.BatchTimeoutSet = d, true }}
+}
+
+// SharedProducer runs the transformer in the shared-producer mode (Kafka
+// Streams' exactly_once_v2, KIP-447): one transactional producer per
+// instance, and one transaction per commit interval spanning every task of
+// the instance that wrote in it, instead of a producer and a transaction
+// per task. It pays off with many partitions per instance: the broker
+// handles one transaction per instance and interval, not one per task.
+//
+// What changes:
+//   - Fencing is by the group: every transaction commits the offsets of
+//     every task in it, with the group member's ID and generation, so the
+//     transaction of an instance that lost its partitions is refused and
+//     aborted. A task's new owner reads the committed offsets
+//     require-stable (waiting for a transaction of the previous owner that
+//     sent its offsets already), then restores its stores to the last
+//     stable offset.
+//   - A transaction of an instance that froze holds back its partitions'
+//     last stable offset until the broker aborts it: the transaction
+//     timeout is 10s unless TransactionTimeout is given, and BatchTimeout
+//     5s unless given.
+//   - One task's failure aborts the whole transaction: every task in it
+//     replays from its committed offsets (re-initialized like a task after
+//     a transient error), and a revocation commits the transaction of all
+//     tasks before the revoked ones are released.
+//
+// The instance's transactional ID is "{application id}-shared-{n}", n
+// random per Run. Every instance of an application must run the same
+// mode; see docs/operations.md for switching modes.
+func SharedProducer() TransformerOpt {
+	return tOpt{setter: func(c *config.Options) { c.SharedProducer = true }}
 }
 
 // TaskTimeout bounds how long a task may stall on transient broker errors

@@ -146,6 +146,7 @@ func newRunner[O interface{ apply(*config.Options) }](kind config.Kind, s Stage,
 	for _, o := range opts {
 		o.apply(&r.cfg)
 	}
+	r.cfg.Settle()
 	if err := r.cfg.Validate(kind, stateful); err != nil {
 		errs = append(errs, err)
 	}

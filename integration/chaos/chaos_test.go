@@ -20,6 +20,29 @@ import (
 func TestChaosExactlyOnce(t *testing.T) {
 	cfg := loadConfig(t, "sequencer")
 	require.GreaterOrEqual(t, cfg.partitions, int32(6), "CHAOS_PARTITIONS: the chaos suite needs at least 6 partitions")
+	runExact(t, cfg)
+}
+
+// TestChaosSharedProducer runs the chaos suite in the shared-producer
+// mode (runner.SharedProducer): one transaction per instance and
+// interval spans all its tasks, and the group's generation, not a
+// transactional ID per task, fences an instance that lost its
+// partitions. Kills land while the shared transaction is open or
+// committing, zombies freeze past the session timeout with it open (and
+// wake to a refused commit), graceful stops commit it for all tasks.
+func TestChaosSharedProducer(t *testing.T) {
+	cfg := loadConfig(t, "sequencer")
+	require.GreaterOrEqual(t, cfg.partitions, int32(6), "CHAOS_PARTITIONS: the chaos suite needs at least 6 partitions")
+	cfg.extra = append([]string{"-shared-producer"}, cfg.extra...)
+	runExact(t, cfg)
+}
+
+// runExact runs the harness with cfg and requires exactly-once: no
+// duplicate, no gap, every key's sequence exact, the restored state equal
+// to the counts, the committed offsets at the input's end, and every
+// planned fault landed.
+func runExact(t *testing.T, cfg config) {
+	t.Helper()
 	h := newHarness(t, cfg)
 	res := h.run()
 	line := summary(h, res)
@@ -47,23 +70,7 @@ func TestChaosLongCommitInterval(t *testing.T) {
 	cfg := loadConfig(t, "sequencer")
 	cfg.records = min(cfg.records, 12000)
 	cfg.extra = append([]string{"-commit-interval", "1s"}, cfg.extra...)
-	h := newHarness(t, cfg)
-	res := h.run()
-	line := summary(h, res)
-	t.Log(line)
-	fmt.Println(line)
-
-	for _, p := range res.problems {
-		t.Errorf("chaos: %s", p)
-	}
-	require.Zero(t, res.duplicates, "duplicates")
-	require.Zero(t, res.gaps, "gaps")
-	require.True(t, res.seqExact, "every key's seq runs exactly 1..count")
-	require.True(t, res.stateExact, "restored state equals the counts")
-	require.True(t, res.offsetsExact, "committed offsets equal the input end offsets")
-	require.GreaterOrEqual(t, int(h.fleet.kills.Load()), cfg.kills, "kills that landed")
-	require.Len(t, h.zombieNotes, cfg.zombies, "zombies")
-	require.Empty(t, h.stopFailures, "graceful stops under chaos end cleanly")
+	runExact(t, cfg)
 }
 
 // TestChaosTimers runs the chaos suite over the sequencer with -timers:
@@ -76,23 +83,7 @@ func TestChaosTimers(t *testing.T) {
 	cfg := loadConfig(t, "sequencer")
 	cfg.records = min(cfg.records, 12000)
 	cfg.extra = append([]string{"-timers"}, cfg.extra...)
-	h := newHarness(t, cfg)
-	res := h.run()
-	line := summary(h, res)
-	t.Log(line)
-	fmt.Println(line)
-
-	for _, p := range res.problems {
-		t.Errorf("chaos: %s", p)
-	}
-	require.Zero(t, res.duplicates, "duplicates")
-	require.Zero(t, res.gaps, "gaps")
-	require.True(t, res.seqExact, "every key's seq runs exactly 1..count")
-	require.True(t, res.stateExact, "restored state equals the counts")
-	require.True(t, res.offsetsExact, "committed offsets equal the input end offsets")
-	require.GreaterOrEqual(t, int(h.fleet.kills.Load()), cfg.kills, "kills that landed")
-	require.Len(t, h.zombieNotes, cfg.zombies, "zombies")
-	require.Empty(t, h.stopFailures, "graceful stops under chaos end cleanly")
+	runExact(t, cfg)
 }
 
 // TestChaosCatchesNaive runs the same harness over ./naive, a processor

@@ -90,6 +90,14 @@ type Options struct {
 	// MaxTimers bounds the due timers of keys without records one batch
 	// of a task fires.
 	MaxTimers int
+	// SharedProducer runs the transformer in the shared-producer mode:
+	// one transactional producer for the instance, one transaction per
+	// commit interval spanning its tasks. TransactionTimeoutSet and
+	// BatchTimeoutSet tell an explicit option from the default, which
+	// that mode shortens (see Settle).
+	SharedProducer        bool
+	TransactionTimeoutSet bool
+	BatchTimeoutSet       bool
 	// TracerProvider turns tracing on (nil: off); Propagator reads and
 	// writes trace context in headers (nil: W3C trace context).
 	TracerProvider trace.TracerProvider
@@ -147,6 +155,30 @@ func Defaults(kind Kind) Options {
 		o.Concurrency = 16
 	}
 	return o
+}
+
+// Shared-producer mode's defaults: a transaction of a frozen instance
+// holds its partitions' last stable offset for at most
+// SharedTransactionTimeout (Kafka Streams' exactly-once default), and a
+// batch must fit well inside it.
+const (
+	SharedTransactionTimeout = 10 * time.Second
+	SharedBatchTimeout       = 5 * time.Second
+)
+
+// Settle applies the defaults that depend on other options, once every
+// option is set: the shared-producer mode's shorter timeouts, unless
+// given.
+func (o *Options) Settle() {
+	if !o.SharedProducer {
+		return
+	}
+	if !o.TransactionTimeoutSet {
+		o.TransactionTimeout = SharedTransactionTimeout
+	}
+	if !o.BatchTimeoutSet {
+		o.BatchTimeout = SharedBatchTimeout
+	}
 }
 
 // Validate reports every static problem of the options for a stage of

@@ -10,10 +10,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Protocol is the group protocol name of Balancer. A member that offers
-// no protocol in common with it cannot join the group
-// (INCONSISTENT_GROUP_PROTOCOL).
-const Protocol = "flechtwerk-cooperative-v1"
+// Protocol is the group protocol name of Balancer in the default
+// transaction mode (a producer per task), SharedProtocol in the
+// shared-producer mode. A member that offers no protocol in common with
+// the group's members cannot join it (INCONSISTENT_GROUP_PROTOCOL): a
+// group never mixes the modes.
+const (
+	Protocol       = "flechtwerk-cooperative-v1"
+	SharedProtocol = "flechtwerk-cooperative-shared-v1"
+)
 
 // BalancerConfig configures a Balancer.
 type BalancerConfig struct {
@@ -31,6 +36,9 @@ type BalancerConfig struct {
 	// group management goroutine, before the partition callbacks of the
 	// assignment. It must not block.
 	OnStandbys func(standbys []int32)
+	// Shared says that the member runs the shared-producer mode: it
+	// speaks SharedProtocol.
+	Shared bool
 }
 
 // Balancer is the cooperative, sticky, co-partitioning group balancer of
@@ -58,8 +66,14 @@ func NewBalancer(cfg BalancerConfig) *Balancer { return &Balancer{cfg: cfg} }
 
 var _ kgo.GroupBalancer = (*Balancer)(nil)
 
-// ProtocolName returns Protocol.
-func (*Balancer) ProtocolName() string { return Protocol }
+// ProtocolName returns Protocol, or SharedProtocol in the shared-producer
+// mode.
+func (b *Balancer) ProtocolName() string {
+	if b.cfg.Shared {
+		return SharedProtocol
+	}
+	return Protocol
+}
 
 // IsCooperative reports true: partitions that do not move stay with their
 // member across rebalances.

@@ -68,6 +68,7 @@ func main() {
 		deadLetter     = flag.String("dead-letter", "", "dead-letter topic: a value that is not a number is an invalid record sent there (default: it ends Run)")
 		standby        = flag.Int("standby-replicas", 0, "standby replicas of every task (runner.StandbyReplicas)")
 		timers         = flag.Bool("timers", false, "emit every output from a timer the record sets (see the package doc)")
+		sharedProducer = flag.Bool("shared-producer", false, "one transactional producer for the instance (runner.SharedProducer); -txn-timeout and -batch-timeout then default to its own")
 	)
 	flag.Parse()
 
@@ -139,9 +140,18 @@ func main() {
 		runner.InputTopics(*in),
 		runner.SessionTimeout(*sessionTimeout),
 		runner.MaxPollRecords(*maxPoll),
-		runner.TransactionTimeout(*txnTimeout),
-		runner.BatchTimeout(*batchTimeout),
 		runner.WithLogger(log),
+	}
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *sharedProducer {
+		opts = append(opts, runner.SharedProducer())
+	}
+	if !*sharedProducer || set["txn-timeout"] {
+		opts = append(opts, runner.TransactionTimeout(*txnTimeout))
+	}
+	if !*sharedProducer || set["batch-timeout"] {
+		opts = append(opts, runner.BatchTimeout(*batchTimeout))
 	}
 	if *commitInterval > 0 {
 		opts = append(opts, runner.CommitInterval(*commitInterval))

@@ -192,6 +192,14 @@ func (w *worker) take(n int) []*kgo.Record {
 	return recs
 }
 
+// wake wakes the worker when it waits for records.
+func (w *worker) wake() {
+	select {
+	case w.signal <- struct{}{}:
+	default:
+	}
+}
+
 // requestStop tells the worker to commit what it processed and exit; it
 // takes no more records. Queued records are dropped: their offsets were
 // never committed, and the next owner processes them.
@@ -200,6 +208,11 @@ func (w *worker) requestStop() { w.stopOnce.Do(func() { close(w.stop) }) }
 func (w *worker) run() {
 	defer close(w.done)
 	err := w.work()
+	if w.rn.shared != nil {
+		// A shared transaction the task is still in never commits
+		// without its part.
+		w.leaveShared(err)
+	}
 	if err == nil {
 		return
 	}
@@ -257,6 +270,15 @@ func (w *worker) work() error {
 				return nil // lost: closed dirty, nothing committed
 			}
 			return w.commit()
+		}
+		if sh := w.rn.shared; sh != nil {
+			// A sealed shared transaction waits for the task's part.
+			if r := sh.roundOf(w.t); r != nil {
+				if err := w.takePart(r); err != nil {
+					return err
+				}
+				continue
+			}
 		}
 		p := w.t.Pending()
 		if p.Offsets != nil {
@@ -476,6 +498,9 @@ func (w *worker) commit() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.rn.c.BatchTimeout)
 	defer cancel()
+	if p.Txn && w.rn.shared != nil {
+		return w.commitShared()
+	}
 	if p.Txn {
 		began := time.Now()
 		st, err := w.t.CommitOpen(ctx)

@@ -57,24 +57,41 @@ func (rn *run) startRestores(ctx context.Context) {
 // runRestore restores t and, unless it was revoked meanwhile, makes it a
 // running task: its worker starts and its partitions resume.
 func (rn *run) runRestore(ctx context.Context, n int32, t *task.Task, r *restore) {
-	var err error
-	select {
-	case rn.restoreSlot <- struct{}{}:
-		err = t.Restore(rn.ops.RestoreContext(ctx, n), rn.adm)
-		<-rn.restoreSlot
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-
 	rn.mu.Lock()
 	restarting := rn.restarting[n] && rn.pending[n] == t
 	rn.mu.Unlock()
-	var seek map[string]kgo.EpochOffset
-	if err == nil && restarting {
+	var (
+		seek map[string]kgo.EpochOffset
+		err  error
+	)
+	if restarting {
 		// Newly assigned (onAssigned), or re-initialized after a
 		// transient error (recover.go): it reads its input from the
-		// group's committed offsets, read now, after its fence.
+		// group's committed offsets, read now, after its fence, and
+		// before the restore. A require-stable read waits for every
+		// transaction that sent offsets of the task's partitions: in the
+		// shared-producer mode, which fences no earlier owner, a
+		// transaction of the previous owner that sent its offsets before
+		// the rebalance may still commit, and the restore, which reads
+		// the changelog up to its last stable offset, must then include
+		// its writes.
 		seek, err = rn.committedOffsets(ctx, n)
+		if err == nil {
+			next := make(map[string]int64, len(seek))
+			for topic, o := range seek {
+				next[topic] = o.Offset
+			}
+			t.SetPosition(next)
+		}
+	}
+	if err == nil {
+		select {
+		case rn.restoreSlot <- struct{}{}:
+			err = t.Restore(rn.ops.RestoreContext(ctx, n), rn.adm)
+			<-rn.restoreSlot
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 	}
 
 	rn.mu.Lock()

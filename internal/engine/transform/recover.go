@@ -49,7 +49,7 @@ func (e *txnError) Unwrap() error { return e.err }
 // task's transaction.
 func recoverable(err error) bool {
 	var te *txnError
-	return errors.As(err, &te) && txn.Transient(err)
+	return errors.As(err, &te) && (txn.Transient(err) || errors.Is(err, errPartAborted))
 }
 
 // selfFenced reports whether err fences task n while it recovers (it
@@ -452,7 +452,16 @@ func (rn *run) taskConfig(n int32, owner string) task.Config {
 		Propagator:         c.Propagator,
 		Policy:             rn.policy,
 		MaxTimers:          c.MaxTimers,
+		Lane:               rn.lane(),
 	}
+}
+
+// lane returns the shared-producer mode's lane (nil: the default mode).
+func (rn *run) lane() *txn.Lane {
+	if rn.shared == nil {
+		return nil
+	}
+	return rn.shared.lane
 }
 
 // groupSession decides about a lost group session reported by a poll
@@ -465,6 +474,15 @@ func (rn *run) groupSession(err error) error {
 	c := rn.c
 	if aerr := group.ACL(err, c.Group()); aerr != err {
 		return fmt.Errorf("runner: the consumer group member cannot join group %q: %w", c.Group(), aerr)
+	}
+	if errors.Is(err, kerr.InconsistentGroupProtocol) {
+		mode, other := "a producer per task", "runner.SharedProducer"
+		if c.SharedProducer {
+			mode, other = "runner.SharedProducer", "a producer per task (the default)"
+		}
+		return errors.Join(flechtwerk.Errorf(flechtwerk.CodeTransactionModeMismatch, "SharedProducer",
+			"group %q has members that run %s; this instance runs %s. Every instance of an application runs the same mode: to switch, stop every instance, then start them in the new mode",
+			c.Group(), other, mode), err)
 	}
 	if !txn.Transient(err) {
 		return group.FetchError("", 0, err)

@@ -148,6 +148,20 @@ func Run(ctx context.Context, p Params) error {
 		seeks:       map[int32]map[string]kgo.EpochOffset{},
 		failing:     map[int32]*failing{},
 	}
+	if c.SharedProducer {
+		id := sharedTransactionalID(c.ApplicationID)
+		rn.shared = &shared{rn: rn, lane: task.NewLane(id, rn.taskConfig(-1, ""), p.Proc)}
+		defer rn.shared.lane.Close()
+		c.Logger.Info("transactions: shared-producer mode, one transaction per commit interval for all tasks of this instance",
+			"transactional_id", id, "transaction_timeout", c.TransactionTimeout)
+	} else {
+		c.Logger.Info("transactions: a producer per task, each with its transactional id "+c.ApplicationID+"-{partition}",
+			"partitions", partitions, "transaction_timeout", c.TransactionTimeout)
+		if partitions >= manyPartitions {
+			c.Logger.Info("with many partitions per instance, the shared-producer mode (runner.SharedProducer) commits one transaction per instance and interval instead of one per task",
+				"partitions", partitions)
+		}
+	}
 	// Cooperative: a rebalance stops only the tasks that move. The
 	// balancer places a task that moves where its store is furthest
 	// ahead (the members report the changelog offsets of the stores they
@@ -161,7 +175,7 @@ func Run(ctx context.Context, p Params) error {
 		if task.KeepsState(p.Proc) {
 			replicas = c.StandbyReplicas
 		}
-		b := group.NewBalancer(group.BalancerConfig{Standbys: replicas, Offsets: rn.changelogOffsets})
+		b := group.NewBalancer(group.BalancerConfig{Standbys: replicas, Offsets: rn.changelogOffsets, Shared: c.SharedProducer})
 		bal, stand = b, b
 	}
 	if err := rn.startStandbys(stand); err != nil {
@@ -290,6 +304,10 @@ type run struct {
 
 	// standby holds the standby replicas (StandbyReplicas).
 	standby standbys
+
+	// shared runs the shared-producer mode's transactions (nil: the
+	// default mode, a producer per task).
+	shared *shared
 
 	fatal latch.Latch
 	wake  chan struct{}
