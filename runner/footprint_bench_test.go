@@ -23,13 +23,24 @@ var footprintPartitions = flag.Int("footprint-partitions", 256, "input partition
 // committed a transaction and the instance idles: its TCP connections to
 // the brokers, its goroutines, and the growth of its Go heap and of the
 // process's resident memory since before the runner started. In the
-// default mode each task has a transactional producer of its own (a
-// client with its own connections). On the embedded broker the broker's
-// side of each connection lives in the same process and counts in the
-// memory figures; set KAFKA_BROKERS for a broker of its own.
+// default mode (mode=per-task) each task has a transactional producer of
+// its own (a client with its own connections); in the shared-producer
+// mode (mode=shared) the instance has one. On the embedded broker the
+// broker's side of each connection lives in the same process and counts
+// in the memory figures; set KAFKA_BROKERS for a broker of its own.
 //
 //	go test ./runner/ -run '^$' -bench Footprint -benchtime 1x
 func BenchmarkFootprint(b *testing.B) {
+	for _, shared := range []bool{false, true} {
+		mode := "per-task"
+		if shared {
+			mode = "shared"
+		}
+		b.Run("mode="+mode, func(b *testing.B) { benchmarkFootprint(b, shared) })
+	}
+}
+
+func benchmarkFootprint(b *testing.B, shared bool) {
 	for range b.N {
 		n := *footprintPartitions
 		c := kafkatest.New(b)
@@ -46,8 +57,14 @@ func BenchmarkFootprint(b *testing.B) {
 		cl.Close()
 
 		before := footprintNow(c.Brokers)
-		r, err := NewTransformer(benchCounter(out, false, ""), SeedBrokers(c.Brokers...), ApplicationID(app), InputTopics(in),
-			StateDir(b.TempDir()), SessionTimeout(6*time.Second), WithLogger(testLogger()), WithKafkaOpts(c.Opts()...))
+		opts := []TransformerOpt{SeedBrokers(c.Brokers...), ApplicationID(app), InputTopics(in),
+			StateDir(b.TempDir()), SessionTimeout(6 * time.Second), WithLogger(testLogger()), WithKafkaOpts(c.Opts()...)}
+		producers := fmt.Sprintf("%d tasks each with its own transactional producer", n)
+		if shared {
+			opts = append(opts, SharedProducer())
+			producers = fmt.Sprintf("%d tasks sharing one transactional producer", n)
+		}
+		r, err := NewTransformer(benchCounter(out, false, ""), opts...)
 		require.NoError(b, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -73,8 +90,8 @@ func BenchmarkFootprint(b *testing.B) {
 		b.ReportMetric(float64(after.goroutines-before.goroutines), "goroutines")
 		b.ReportMetric(float64(after.heap-before.heap)/(1<<20), "heap-MiB")
 		b.ReportMetric(float64(after.rss-before.rss)/(1<<20), "rss-MiB")
-		fmt.Printf("footprint (%s, one instance, %d partitions, %d tasks each with its own transactional producer): %d connections to the brokers, %d goroutines, heap +%.1f MiB, RSS +%.1f MiB\n",
-			c.Kind(), n, n, conns, after.goroutines-before.goroutines,
+		fmt.Printf("footprint (%s, one instance, %d partitions, %s): %d connections to the brokers, %d goroutines, heap +%.1f MiB, RSS +%.1f MiB\n",
+			c.Kind(), n, producers, conns, after.goroutines-before.goroutines,
 			float64(after.heap-before.heap)/(1<<20), float64(after.rss-before.rss)/(1<<20))
 	}
 }

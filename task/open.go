@@ -440,11 +440,11 @@ func (t *Task) prepare(ctx context.Context) (*commit, error) {
 	return &commit{o: o, all: all, nwrites: nwrites, writes: writes, offsets: o.offsets, span: span}, nil
 }
 
-// abortOpen aborts o's transaction: the task's own, or, in a lane, the
-// lane's (every task in it replays).
+// abortOpen aborts o's transaction, the task's own. A lane's is left to
+// its owner, which aborts it when a task's part fails.
 func (t *Task) abortOpen(ctx context.Context, o open) error {
 	if t.cfg.Lane != nil {
-		return t.cfg.Lane.Abort(ctx)
+		return nil
 	}
 	return o.txn.Abort(ctx)
 }

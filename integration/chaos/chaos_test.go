@@ -33,6 +33,7 @@ func TestChaosExactlyOnce(t *testing.T) {
 func TestChaosSharedProducer(t *testing.T) {
 	cfg := loadConfig(t, "sequencer")
 	require.GreaterOrEqual(t, cfg.partitions, int32(6), "CHAOS_PARTITIONS: the chaos suite needs at least 6 partitions")
+	cfg.records = min(cfg.records, 20000)
 	cfg.extra = append([]string{"-shared-producer"}, cfg.extra...)
 	runExact(t, cfg)
 }

@@ -40,6 +40,7 @@ type config struct {
 	streams        string
 	streamsThreads int
 	latencyAll     bool
+	shared         bool
 	restoreRecords int
 	cpuProfile     string
 	latencyProfile string
@@ -66,6 +67,7 @@ func main() {
 	flag.StringVar(&c.streams, "streams", "bench/streams", "directory of the Kafka Streams counter (rows (d), on Apache Kafka only; built with mvn, run with java); empty: no Kafka Streams rows")
 	flag.IntVar(&c.streamsThreads, "streams-threads", runtime.NumCPU(), "num.stream.threads of the Kafka Streams rows")
 	flag.BoolVar(&c.latencyAll, "latency-all", true, "also measure the latency of (a) and (b) at the same load")
+	flag.BoolVar(&c.shared, "shared", true, "also run the rows (s): the runner in the shared-producer mode (runner.SharedProducer), at the default interval and at each of -intervals")
 	flag.IntVar(&c.restoreRecords, "restore-records", 1_000_000, "records of 100 bytes in the restore benchmark (0: skip)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of this process during the drain of (c) at the default settings to this file")
 	flag.StringVar(&c.latencyProfile, "latency-cpuprofile", "", "write a CPU profile of this process while the paced producer of the latency row of (c) at the default settings runs")
@@ -169,6 +171,14 @@ func run(ctx context.Context, c config) error {
 		proc  *processor
 		err   error
 	}
+	var shared []variant // (s): the shared-producer mode
+	if c.shared {
+		p := runnerProc("(s) runner, SharedProducer", nil, runner.SharedProducer())
+		shared = append(shared, variant{label: p.label, proc: &p})
+		if _, err := drainRow(p, "", false); err != nil {
+			return err
+		}
+	}
 	var intervals []variant
 	ivs, err := parseIntervals(c.intervals)
 	if err != nil {
@@ -185,6 +195,10 @@ func run(ctx context.Context, c config) error {
 		intervals = append(intervals, variant{label: label, proc: &p})
 		if _, err := drainRow(p, "", false); err != nil {
 			return err
+		}
+		if c.shared {
+			sp := runnerProc(fmt.Sprintf("(s) runner, SharedProducer, CommitInterval %v", d), nil, runner.SharedProducer(), opt)
+			shared = append(shared, variant{label: sp.label, proc: &sp})
 		}
 	}
 	// (d) Kafka Streams, the same counter under exactly_once_v2.
@@ -253,6 +267,9 @@ func run(ctx context.Context, c config) error {
 			if v.proc != nil {
 				procs = append(procs, *v.proc)
 			}
+		}
+		for _, v := range shared {
+			procs = append(procs, *v.proc)
 		}
 		if c.latencyAll {
 			procs = append(procs, plainPipe())

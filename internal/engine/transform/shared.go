@@ -187,14 +187,20 @@ func (sh *shared) end(r *round) {
 // transaction: it seals the transaction (unless a round is under way)
 // and takes part in its round.
 func (w *worker) commitShared() error {
-	r := w.rn.shared.seal()
-	if r == nil || !r.want[w.t] {
-		// Cannot happen: the task is in the open transaction
-		// (Pending().Txn), so the transaction is open and no round has
-		// heard from the task.
-		return &txnError{fmt.Errorf("runner: task %d: in no shared transaction to commit", w.t.Partition())}
+	for {
+		r := w.rn.shared.seal()
+		if r == nil {
+			// Cannot happen: the task is in the open transaction
+			// (Pending().Txn).
+			return &txnError{fmt.Errorf("runner: task %d: in no shared transaction to commit", w.t.Partition())}
+		}
+		if r.want[w.t] {
+			return w.takePart(r)
+		}
+		// The round under way ends an earlier transaction than the
+		// task's: the next round is the task's.
+		<-r.done
 	}
-	return w.takePart(r)
 }
 
 // takePart prepares the task's part of r, waits for r's end, and applies
