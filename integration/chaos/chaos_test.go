@@ -38,6 +38,16 @@ func TestChaosSharedProducer(t *testing.T) {
 	runExact(t, cfg)
 }
 
+// TestChaosSharedProducerTimers is TestChaosTimers in the shared-producer
+// mode: kills, zombies and stops land between timers firing and the
+// commit of the instance's one transaction.
+func TestChaosSharedProducerTimers(t *testing.T) {
+	cfg := loadConfig(t, "sequencer")
+	cfg.records = min(cfg.records, 8000)
+	cfg.extra = append([]string{"-shared-producer", "-timers"}, cfg.extra...)
+	runExact(t, cfg)
+}
+
 // runExact runs the harness with cfg and requires exactly-once: no
 // duplicate, no gap, every key's sequence exact, the restored state equal
 // to the counts, the committed offsets at the input's end, and every

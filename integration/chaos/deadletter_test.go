@@ -24,6 +24,12 @@ import (
 // the KIP-1034 headers naming its topic, partition and offset, and every
 // good record exactly once in the output, with each key's seq exact.
 func TestDeadLetterExactlyOnceUnderSIGKILL(t *testing.T) {
+	for _, mode := range []string{"per-task", "shared"} {
+		t.Run("mode="+mode, func(t *testing.T) { testDeadLetterUnderSIGKILL(t, mode == "shared") })
+	}
+}
+
+func testDeadLetterUnderSIGKILL(t *testing.T, shared bool) {
 	const (
 		records    = 6000
 		keys       = 12
@@ -52,11 +58,15 @@ func TestDeadLetterExactlyOnceUnderSIGKILL(t *testing.T) {
 
 	dir := t.TempDir()
 	f := newFleet(t, binary(t, "sequencer"), dir, func(slot, gen int) []string {
-		return []string{
+		args := []string{
 			"-brokers", strings.Join(c.Brokers, ","), "-app", app, "-in", in, "-out", out,
 			"-dead-letter", dlq, "-state-dir", filepath.Join(dir, "state"),
 			"-session-timeout", "3s", "-max-poll", "50", "-work", "4ms",
 		}
+		if shared {
+			args = append(args, "-shared-producer")
+		}
+		return args
 	})
 	ends := c.EndOffsets(t, in)
 	drained := func() bool {
