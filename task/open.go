@@ -339,6 +339,15 @@ func (t *Task) Committed(p *Prepared, tm txn.Timing) (Stats, error) {
 	return t.finish(p.c, tm)
 }
 
+// Aborted tells the task that the lane's transaction holding p did not
+// commit (err says why): its commit span ends with the error. The task
+// must not be used again.
+func (t *Task) Aborted(p *Prepared, err error) {
+	if p != nil && p.c.span != nil {
+		tracing.End(p.c.span, err)
+	}
+}
+
 // SetPosition tells the task the next offsets of its input topics it
 // starts reading from (the group's committed offsets), which Prepare
 // commits for a transaction of timers alone.

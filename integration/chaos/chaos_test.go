@@ -24,26 +24,19 @@ func TestChaosExactlyOnce(t *testing.T) {
 }
 
 // TestChaosSharedProducer runs the chaos suite in the shared-producer
-// mode (runner.SharedProducer): one transaction per instance and
-// interval spans all its tasks, and the group's generation, not a
-// transactional ID per task, fences an instance that lost its
-// partitions. Kills land while the shared transaction is open or
-// committing, zombies freeze past the session timeout with it open (and
-// wake to a refused commit), graceful stops commit it for all tasks.
+// mode (runner.SharedProducer) over the sequencer with -timers: one
+// transaction per instance and interval spans all its tasks, with their
+// outputs, state, named store and timer writes, and the group's
+// generation, not a transactional ID per task, fences an instance that
+// lost its partitions. Kills land while the shared transaction is open
+// or committing and between timers firing and its commit, zombies freeze
+// past the session timeout with it open (and wake to a refused commit),
+// graceful stops commit it for all tasks. With CHAOS_STANDBY (the
+// transaction version 2 run) standby replicas follow the changelogs.
 func TestChaosSharedProducer(t *testing.T) {
 	cfg := loadConfig(t, "sequencer")
 	require.GreaterOrEqual(t, cfg.partitions, int32(6), "CHAOS_PARTITIONS: the chaos suite needs at least 6 partitions")
-	cfg.records = min(cfg.records, 20000)
-	cfg.extra = append([]string{"-shared-producer"}, cfg.extra...)
-	runExact(t, cfg)
-}
-
-// TestChaosSharedProducerTimers is TestChaosTimers in the shared-producer
-// mode: kills, zombies and stops land between timers firing and the
-// commit of the instance's one transaction.
-func TestChaosSharedProducerTimers(t *testing.T) {
-	cfg := loadConfig(t, "sequencer")
-	cfg.records = min(cfg.records, 8000)
+	cfg.records = min(cfg.records, 12000)
 	cfg.extra = append([]string{"-shared-producer", "-timers"}, cfg.extra...)
 	runExact(t, cfg)
 }

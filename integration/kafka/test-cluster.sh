@@ -16,7 +16,7 @@
 #   CLUSTER_CHAOS_MODES     modes to run (default "per-task shared")
 #   CLUSTER_CHAOS_RECORDS   records of the per-task run (default 200000)
 #   CLUSTER_CHAOS_SHARED_RECORDS
-#                           records of the shared run (default 60000)
+#                           records of the shared run (default 40000)
 #   GOTEST_FLAGS            extra go test flags (default: none; the
 #                           processors and the proxies are heavy enough)
 #   CHAOS_*                 passed through (see integration/chaos/doc.go)
@@ -54,7 +54,7 @@ for mode in ${CLUSTER_CHAOS_MODES:-per-task shared}; do
   records="${CLUSTER_CHAOS_RECORDS:-200000}" args="${CHAOS_PROCESSOR_ARGS:-}"
   extra=()
   if [[ "$mode" == shared ]]; then
-    records="${CLUSTER_CHAOS_SHARED_RECORDS:-60000}" args="-shared-producer $args"
+    records="${CLUSTER_CHAOS_SHARED_RECORDS:-40000}" args="-shared-producer $args"
     extra=(CHAOS_BROKER_KILLS="${CHAOS_BROKER_KILLS:-2}" CHAOS_ELECTIONS="${CHAOS_ELECTIONS:-1}" CHAOS_KILLS="${CHAOS_KILLS:-6}")
   fi
   echo "==> mode $mode"

@@ -218,6 +218,7 @@ func (w *worker) takePart(r *round) error {
 	sh.report(r, w.t, p, err)
 	<-r.done
 	if r.err != nil {
+		w.t.Aborted(p, r.err)
 		w.rn.c.Metrics.CommitFailed(n, time.Since(began), r.err)
 		switch {
 		case err != nil: // this task's part failed
