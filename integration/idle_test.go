@@ -124,7 +124,7 @@ func TestIdleCommitDuringSlowRebalance(t *testing.T) {
 	in, out, app := kafkatest.Name("in"), kafkatest.Name("out"), kafkatest.Name("app")
 	c.CreateTopic(t, in, 1)
 	c.CreateTopic(t, out, 1)
-	logs := &logLines{}
+	logs := &kafkatest.LogBuffer{}
 	a := start(t, c, sometimesCounter(out), runner.ApplicationID(app), runner.InputTopics(in),
 		runner.StateDir(t.TempDir()), runner.BatchTimeout(2*time.Second),
 		runner.WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))

@@ -37,7 +37,7 @@ func TestStandbyReleaseThenTaskReplaysOnlyLag(t *testing.T) {
 	require.NoError(t, other.start(ctx))
 	require.NoError(t, other.commitN(ctx, 0, 20, 50))
 
-	var logs logLines
+	var logs kafkatest.LogBuffer
 	errs := make(chan error, 1)
 	m, err := standby.New(standby.Config{
 		ApplicationID: app, Changelog: topic, StateDir: dir, Admin: c.Adm, KafkaOpts: opts,
@@ -79,7 +79,7 @@ func TestStandbyReleaseThenTaskReplaysOnlyLag(t *testing.T) {
 
 	proc, ok := stage.TransformerOf(counter(app + "-out"))
 	require.True(t, ok)
-	var tlogs logLines
+	var tlogs kafkatest.LogBuffer
 	tk, err := task.Start(ctx, task.Config{
 		ApplicationID: app, Partition: 0, InputTopics: []string{app + "-in"},
 		Changelog: topic, StateDir: dir, TransactionTimeout: time.Minute,

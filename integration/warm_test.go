@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -157,24 +155,6 @@ func coldState(t *testing.T, c *kafkatest.Cluster, app string) (map[string]strin
 	return contents(t, st), n
 }
 
-// logLines is an slog handler target that keeps the lines.
-type logLines struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logLines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestWarmRestartReplaysOnlyTail: a task owner commits 1000 state writes
 // and stops (cleanly, or by SIGKILL of its process); another owner
 // elsewhere commits 37 more. The task restarting on the first owner's
@@ -222,7 +202,7 @@ func TestWarmRestartReplaysOnlyTail(t *testing.T) {
 
 			proc, ok := stage.TransformerOf(counter(app + "-out"))
 			require.True(t, ok)
-			var logs logLines
+			var logs kafkatest.LogBuffer
 			tk, err := task.Start(ctx, task.Config{
 				ApplicationID: app, Partition: 0, InputTopics: []string{app + "-in"},
 				Changelog: changelog.Topic(app), StateDir: dir, TransactionTimeout: time.Minute,

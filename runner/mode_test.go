@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"bytes"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -32,7 +34,8 @@ func TestTransactionModeMismatchRefused(t *testing.T) {
 				}
 				return o
 			}
-			a := startInstance(t, echoCount(out), opts("a", first)...)
+			logs := &kafkatest.LogBuffer{}
+			a := startInstance(t, echoCount(out), append(opts("a", first), WithLogger(slog.New(slog.NewTextHandler(logs, nil))))...)
 			kafkatest.WaitFor(t, 60*time.Second, "the first instance runs both tasks", func() bool { return len(a.running()) == 2 })
 
 			b := startInstance(t, echoCount(out), opts("b", !first)...)
@@ -48,6 +51,28 @@ func TestTransactionModeMismatchRefused(t *testing.T) {
 			require.ErrorContains(t, err, "SharedProducer")
 			require.Equal(t, []int32{0, 1}, a.running(), "the first instance keeps its tasks")
 			require.NoError(t, a.stop(t))
+			if first {
+				require.Contains(t, logs.String(), "transactions: shared-producer mode", "the start-up log names the mode")
+			} else {
+				require.Contains(t, logs.String(), "transactions: a producer per task", "the start-up log names the mode")
+			}
 		})
 	}
+}
+
+// TestStartupLogPointsToSharedMode: in the default mode with many
+// partitions the start-up log points to the shared-producer mode.
+func TestStartupLogPointsToSharedMode(t *testing.T) {
+	c := kafkatest.New(t)
+	in, out, app := kafkatest.Name("many-in"), kafkatest.Name("many-out"), kafkatest.Name("many")
+	c.CreateTopic(t, in, 32)
+	c.CreateTopic(t, out, 1)
+	logs := &kafkatest.LogBuffer{}
+	a := startInstance(t, echoCount(out), append(coopOpts(c.Brokers, app, in, t.TempDir(), "a"),
+		WithKafkaOpts(c.Opts()...), WithLogger(slog.New(slog.NewTextHandler(logs, nil))))...)
+	kafkatest.WaitFor(t, 60*time.Second, "the start-up log", func() bool {
+		return bytes.Contains([]byte(logs.String()), []byte("runner.SharedProducer"))
+	})
+	require.Contains(t, logs.String(), "partitions=32")
+	require.NoError(t, a.stop(t))
 }

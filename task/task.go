@@ -164,6 +164,10 @@ func Start(ctx context.Context, cfg Config, proc process.Processor) (*Task, erro
 	return t, nil
 }
 
+// laneRetryCap is the longest wait between two tries of a lane's
+// AddOffsetsToTxn (and TxnOffsetCommit).
+const laneRetryCap = 5 * time.Millisecond
+
 // NewLane returns the lane of transactional ID id that the tasks of proc
 // share (Config.Lane; cfg is any of theirs, its partition unused): its
 // producer, opened at the first Join, fences every previous owner of id
@@ -173,7 +177,13 @@ func NewLane(id string, cfg Config, proc process.Processor) *txn.Lane {
 	rt, _, _, _ := routing(cfg, proc)
 	opts := append([]kgo.Opt{kgo.ProducerLinger(0)}, cfg.KafkaOpts...)
 	open := func(ctx context.Context) (*txn.Producer, error) {
-		return txn.OpenRouted(ctx, id, cfg.TransactionTimeout, rt, opts...)
+		p, err := txn.OpenRouted(ctx, id, cfg.TransactionTimeout, rt, opts...)
+		if err != nil {
+			return nil, err
+		}
+		// Every task waits for the lane's next transaction to open.
+		p.SetRetryCap(laneRetryCap)
+		return p, nil
 	}
 	return txn.NewLane(open, cfg.ApplicationID)
 }

@@ -28,8 +28,11 @@ type Lane struct {
 	// unsealed is closed while the lane is not sealed; Seal replaces it.
 	unsealed chan struct{}
 	p        *Producer // nil: not opened yet, or closed after a failure
-	cur      *Txn
-	joined   []any // who joined cur, in order
+	// opening is closed when the transaction a Join is opening is open
+	// (nil: none is being opened).
+	opening chan struct{}
+	cur     *Txn
+	joined  []any // who joined cur, in order
 }
 
 // NewLane returns a lane whose producer open creates (it fences every
@@ -42,16 +45,24 @@ func NewLane(open func(context.Context) (*Producer, error), group string) *Lane 
 }
 
 // Join adds who to the open transaction and returns it; when none is
-// open it begins one (opening the producer first when there is none). A
-// sealed lane is waited for. ctx bounds the wait and the opening. On
-// error nothing was sent and who is not in any transaction.
+// open it begins one (opening the producer first when there is none),
+// without holding the lane: a Seal meanwhile finds no transaction, and
+// other joiners wait for the opening. A sealed lane is waited for. ctx
+// bounds the waits and the opening. On error nothing was sent and who is
+// not in any transaction.
 func (l *Lane) Join(ctx context.Context, who any) (*Txn, error) {
 	for {
 		l.mu.Lock()
-		wait := l.unsealed
+		var wait chan struct{}
 		select {
-		case <-wait:
+		case <-l.unsealed:
+			if l.opening != nil {
+				wait = l.opening
+			}
 		default:
+			wait = l.unsealed
+		}
+		if wait != nil {
 			l.mu.Unlock()
 			select {
 			case <-wait:
@@ -60,32 +71,51 @@ func (l *Lane) Join(ctx context.Context, who any) (*Txn, error) {
 				return nil, fmt.Errorf("joining the shared transaction: %w", ctx.Err())
 			}
 		}
-		break
-	}
-	defer l.mu.Unlock()
-	if l.cur != nil {
-		l.joined = append(l.joined, who)
-		return l.cur, nil
-	}
-	if l.p == nil {
-		p, err := l.open(ctx)
+		if l.cur != nil {
+			l.joined = append(l.joined, who)
+			l.mu.Unlock()
+			return l.cur, nil
+		}
+		opening := make(chan struct{})
+		l.opening = opening
+		p := l.p
+		l.mu.Unlock()
+		x, p, err := l.begin(ctx, p)
+		l.mu.Lock()
+		l.opening = nil
+		close(opening)
 		if err != nil {
+			if p != nil {
+				p.Close()
+			}
+			l.p = nil
+			l.mu.Unlock()
 			return nil, err
 		}
-		l.p = p
+		l.p, l.cur, l.joined = p, x, []any{who}
+		l.mu.Unlock()
+		return x, nil
 	}
-	x, err := l.p.Begin(ctx)
+}
+
+// begin begins a transaction of p (opening a producer when p is nil)
+// with the group's offsets partition added. On error the transaction is
+// aborted and p, if any, must be closed.
+func (l *Lane) begin(ctx context.Context, p *Producer) (*Txn, *Producer, error) {
+	if p == nil {
+		var err error
+		if p, err = l.open(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	x, err := p.Begin(ctx)
 	if err != nil {
-		l.drop()
-		return nil, err
+		return nil, p, err
 	}
 	if err := x.AddOffsets(ctx, l.group); err != nil {
-		err = errors.Join(err, x.Abort(context.WithoutCancel(ctx)))
-		l.drop()
-		return nil, err
+		return nil, p, errors.Join(err, x.Abort(context.WithoutCancel(ctx)))
 	}
-	l.cur, l.joined = x, []any{who}
-	return x, nil
+	return x, p, nil
 }
 
 // drop closes the producer after a failed transaction; the caller holds
@@ -98,8 +128,8 @@ func (l *Lane) drop() {
 }
 
 // Seal closes the open transaction to new joins, until End or Abort, and
-// returns who joined it (none: no transaction is open, and the lane is
-// not sealed). A Join meanwhile waits.
+// returns who joined it (none: no transaction is open, or it is sealed
+// already; the lane is then left as it is). A Join meanwhile waits.
 func (l *Lane) Seal() []any {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -110,7 +140,8 @@ func (l *Lane) Seal() []any {
 	case <-l.unsealed:
 		l.unsealed = make(chan struct{})
 	default:
-		// Sealed already: the owner seals once per transaction.
+		// Sealed already: its owner has it, and ends it.
+		return nil
 	}
 	return l.joined
 }

@@ -41,9 +41,25 @@ type Producer struct {
 	id    string
 	route router
 
+	// retryCap is the longest wait between two tries of a request
+	// answered CONCURRENT_TRANSACTIONS or another retryable error
+	// (maxRetryWait unless SetRetryCap).
+	retryCap time.Duration
+
 	mu     sync.Mutex
 	failed error // the first failed transaction's error
 }
+
+// maxRetryWait is a Producer's default retryCap.
+const maxRetryWait = 200 * time.Millisecond
+
+// SetRetryCap sets the longest wait between two tries of AddOffsetsToTxn
+// or TxnOffsetCommit (from 2ms, doubling; 200ms by default). A producer
+// that every task of an instance waits for (a Lane's) retries sooner: its
+// next transaction opens once the markers of the previous one are
+// written, and the coordinator answers CONCURRENT_TRANSACTIONS until
+// then. Call it before the first transaction.
+func (p *Producer) SetRetryCap(d time.Duration) { p.retryCap = d }
 
 // fail records err (not nil) as the failure of a transaction and returns
 // it. From then on Begin refuses: a fenced producer's abort can be
@@ -79,7 +95,7 @@ func OpenRouted(ctx context.Context, id string, timeout time.Duration, rt Routin
 	if err != nil {
 		return nil, err
 	}
-	return &Producer{cl: cl, id: id, route: route}, nil
+	return &Producer{cl: cl, id: id, route: route, retryCap: maxRetryWait}, nil
 }
 
 // ID returns the transactional ID.
@@ -206,7 +222,7 @@ func (p *Producer) addOffsets(ctx context.Context, group string, id int64, epoch
 	add.ProducerID = id
 	add.ProducerEpoch = epoch
 	add.Group = group
-	if err := retry(ctx, func() error {
+	if err := retry(ctx, p.retryCap, func() error {
 		resp, err := add.RequestWith(ctx, p.cl)
 		if err != nil {
 			return err
@@ -272,7 +288,7 @@ func (p *Producer) sendOffsets(ctx context.Context, o *Offsets, added bool) erro
 		}
 		req.Topics = append(req.Topics, rt)
 	}
-	return retry(ctx, func() error {
+	return retry(ctx, p.retryCap, func() error {
 		member, gen := o.Member()
 		if member == "" || gen < 0 {
 			// Never generation -1: the coordinator would take it
@@ -340,7 +356,7 @@ var errNewerGeneration = errors.New("txn: the member joined a newer generation")
 // coordinator that is restarting refuses the dial until another broker
 // took over): both requests it retries, AddOffsetsToTxn and
 // TxnOffsetCommit, may be sent again within the same transaction.
-func retry(ctx context.Context, fn func() error) error {
+func retry(ctx context.Context, maxWait time.Duration, fn func() error) error {
 	backoff := 2 * time.Millisecond
 	for {
 		err := fn()
@@ -356,7 +372,7 @@ func retry(ctx context.Context, fn func() error) error {
 			return errors.Join(err, ctx.Err())
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 200*time.Millisecond)
+		backoff = min(2*backoff, maxWait)
 	}
 }
 

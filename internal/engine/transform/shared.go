@@ -136,6 +136,13 @@ func (sh *shared) report(r *round, t *task.Task, p *task.Prepared, failed error)
 // failure, committed with every part's offsets otherwise.
 func (sh *shared) end(r *round) {
 	<-r.ready
+	// Every task in r reported and holds r: none looks it up any more.
+	// It is cleared before the lane unseals (End, Abort), so that a task
+	// in the next transaction never finds it (seal, roundOf); the lane,
+	// sealed until then, seals nothing meanwhile (Lane.Seal).
+	sh.mu.Lock()
+	sh.r = nil
+	sh.mu.Unlock()
 	c := sh.rn.c
 	ctx, cancel := context.WithTimeout(context.Background(), c.BatchTimeout)
 	defer cancel()
@@ -177,9 +184,6 @@ func (sh *shared) end(r *round) {
 			Member:   member,
 		})
 	}
-	sh.mu.Lock()
-	sh.r = nil
-	sh.mu.Unlock()
 	close(r.done)
 }
 
@@ -187,14 +191,15 @@ func (sh *shared) end(r *round) {
 // transaction: it seals the transaction (unless a round is under way)
 // and takes part in its round.
 func (w *worker) commitShared() error {
+	sh := w.rn.shared
 	for {
-		r := w.rn.shared.seal()
+		r := sh.seal()
 		if r == nil {
 			// Cannot happen: the task is in the open transaction
 			// (Pending().Txn).
 			return &txnError{fmt.Errorf("runner: task %d: in no shared transaction to commit", w.t.Partition())}
 		}
-		if r.want[w.t] {
+		if sh.roundOf(w.t) == r {
 			return w.takePart(r)
 		}
 		// The round under way ends an earlier transaction than the
