@@ -120,7 +120,7 @@ func (t *Task) Add(ctx context.Context, b *Batch) error {
 	}
 	if o.txn == nil && t.cfg.Lane != nil {
 		opening := time.Now()
-		x, err := t.cfg.Lane.Join(ctx, t)
+		x, err := t.cfg.Lane.l.Join(ctx, t)
 		if err != nil {
 			return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
 		}
@@ -326,8 +326,8 @@ func (t *Task) Prepare(ctx context.Context) (*Prepared, error) {
 }
 
 // Committed applies p, the task's part of its lane's transaction that
-// committed (tm its timing), to the stores, like the end of CommitOpen.
-func (t *Task) Committed(p *Prepared, tm txn.Timing) (Stats, error) {
+// committed, to the stores, like the end of CommitOpen.
+func (t *Task) Committed(p *Prepared) (Stats, error) {
 	if p.c.span != nil {
 		tracing.End(p.c.span, nil)
 	}
@@ -336,7 +336,7 @@ func (t *Task) Committed(p *Prepared, tm txn.Timing) (Stats, error) {
 	if t.closed {
 		return Stats{}, fmt.Errorf("task %d: transaction committed, store not updated (restored from the changelog on restart): %w", t.cfg.Partition, ErrClosed)
 	}
-	return t.finish(p.c, tm)
+	return t.finish(p.c, txn.Timing{})
 }
 
 // Aborted tells the task that the lane's transaction holding p did not

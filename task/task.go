@@ -66,11 +66,11 @@ type Config struct {
 	// rest.
 	MaxTimers int
 	// Lane, when set, is the shared-producer mode's lane of the task's
-	// instance: the task opens no producer and fences nothing; its
-	// transactions are the lane's, joined by Add and ended by the lane's
-	// owner for every task at once (Prepare, then Lane.End, then
-	// Committed). Its producer routes records as Routing says.
-	Lane *txn.Lane
+	// instance (NewLane): the task opens no producer and fences nothing;
+	// its transactions are the lane's, joined by Add and ended by the
+	// lane's owner for every task at once (Prepare, then Lane.End, then
+	// Committed).
+	Lane *Lane
 }
 
 // Task is one running task.
@@ -164,30 +164,6 @@ func Start(ctx context.Context, cfg Config, proc process.Processor) (*Task, erro
 	return t, nil
 }
 
-// laneRetryCap is the longest wait between two tries of a lane's
-// AddOffsetsToTxn (and TxnOffsetCommit).
-const laneRetryCap = 5 * time.Millisecond
-
-// NewLane returns the lane of transactional ID id that the tasks of proc
-// share (Config.Lane; cfg is any of theirs, its partition unused): its
-// producer, opened at the first Join, fences every previous owner of id
-// and routes records as each task's own producer would; its
-// transactions commit offsets of cfg's application.
-func NewLane(id string, cfg Config, proc process.Processor) *txn.Lane {
-	rt, _, _, _ := routing(cfg, proc)
-	opts := append([]kgo.Opt{kgo.ProducerLinger(0)}, cfg.KafkaOpts...)
-	open := func(ctx context.Context) (*txn.Producer, error) {
-		p, err := txn.OpenRouted(ctx, id, cfg.TransactionTimeout, rt, opts...)
-		if err != nil {
-			return nil, err
-		}
-		// Every task waits for the lane's next transaction to open.
-		p.SetRetryCap(laneRetryCap)
-		return p, nil
-	}
-	return txn.NewLane(open, cfg.ApplicationID)
-}
-
 // routing returns the routing of a task of proc, and the names and
 // changelogs of its stores (the default one first) and of its timers
 // (empty: none).
@@ -263,8 +239,7 @@ func (t *Task) StreamTime() int64 { return t.stream }
 // wiped and restored in full (changelog.Recover says when). The producer
 // fenced every previous owner in Start, so every changelog's last stable
 // offset is final; with a Lane, which fences nothing, the restore first
-// waits for the transactions open on each changelog partition to end
-// (restore.Settle). It logs one "task restored" line per store with the
+// waits for the transactions open on each changelog partition to end. It logs one "task restored" line per store with the
 // number of records replayed, whether the restore was full and why. The
 // task's stream time is the timer store's. Stateless tasks without named
 // stores or timers do nothing.

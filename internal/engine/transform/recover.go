@@ -457,7 +457,7 @@ func (rn *run) taskConfig(n int32, owner string) task.Config {
 }
 
 // lane returns the shared-producer mode's lane (nil: the default mode).
-func (rn *run) lane() *txn.Lane {
+func (rn *run) lane() *task.Lane {
 	if rn.shared == nil {
 		return nil
 	}

@@ -41,7 +41,7 @@ func sharedTransactionalID(app string) string {
 // offsets, re-initialized like a task after a transient error.
 type shared struct {
 	rn   *run
-	lane *txn.Lane
+	lane *task.Lane
 
 	mu sync.Mutex
 	r  *round // of the sealed transaction; nil: none
@@ -60,7 +60,6 @@ type round struct {
 	// committed) and tm how long it took.
 	done chan struct{}
 	err  error
-	tm   txn.Timing
 }
 
 // errPartAborted is the error a task gets when the shared transaction it
@@ -86,8 +85,8 @@ func (sh *shared) seal() *round {
 		ready: make(chan struct{}),
 		done:  make(chan struct{}),
 	}
-	for _, who := range joined {
-		r.want[who.(*task.Task)] = true
+	for _, t := range joined {
+		r.want[t] = true
 	}
 	sh.r = r
 	go sh.end(r)
@@ -176,13 +175,9 @@ func (sh *shared) end(r *round) {
 			}
 			return id, gen
 		}
-		r.tm, r.err = sh.lane.End(ctx, &txn.Offsets{
-			Group:    c.Group(),
-			Next:     next,
-			TopicIDs: sh.rn.topicIDs,
-			Metadata: sh.rn.offsetsMeta,
-			Member:   member,
-		})
+		var took time.Duration
+		took, r.err = sh.lane.End(ctx, next, member)
+		c.Logger.Debug("shared transaction committed", "tasks", len(r.parts), "took", took, "err", r.err)
 	}
 	close(r.done)
 }
@@ -234,7 +229,7 @@ func (w *worker) takePart(r *round) error {
 			return &txnError{fmt.Errorf("runner: task %d: shared transaction: %w", n, r.err)}
 		}
 	}
-	st, err := w.t.Committed(p, r.tm)
+	st, err := w.t.Committed(p)
 	w.committed(&st, time.Since(began))
 	if err != nil {
 		return &txnError{fmt.Errorf("runner: %w", err)}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/flechtwerk/flechtwerk/internal/config"
 	"github.com/flechtwerk/flechtwerk/internal/kafkatest"
-	"github.com/flechtwerk/flechtwerk/internal/txn"
 	"github.com/flechtwerk/flechtwerk/task"
 )
 
@@ -22,7 +21,7 @@ import (
 // its lock (go test -race).
 func TestSharedCommitReadsWantUnderLock(t *testing.T) {
 	rn := &run{c: &config.Options{BatchTimeout: time.Second}, workers: map[int32]*worker{}, owners: map[int32]string{}}
-	sh := &shared{rn: rn, lane: txn.NewLane(nil, "g")}
+	sh := &shared{rn: rn, lane: task.NewLane("g-shared", task.Config{ApplicationID: "g"}, nil)}
 	rn.shared = sh
 	for i := 0; i < 300; i++ {
 		t1, t2 := new(task.Task), new(task.Task)
@@ -66,16 +65,15 @@ func TestSharedStaleRoundAfterUnseal(t *testing.T) {
 	app := kafkatest.Name("app")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	lane := txn.NewLane(func(ctx context.Context) (*txn.Producer, error) {
-		return txn.OpenRouted(ctx, app+"-shared-review", time.Minute, txn.Routing{}, kgo.SeedBrokers(c.Brokers...))
-	}, app)
+	lane := task.NewLane(app+"-shared-test", task.Config{ApplicationID: app, TransactionTimeout: time.Minute,
+		KafkaOpts: []kgo.Opt{kgo.SeedBrokers(c.Brokers...)}}, nil)
 	defer lane.Close()
 	rn := &run{c: &config.Options{BatchTimeout: 5 * time.Second}, workers: map[int32]*worker{}, owners: map[int32]string{}}
 	sh := &shared{rn: rn, lane: lane}
 	rn.shared = sh
 
 	tA, tZ := new(task.Task), new(task.Task)
-	_, err := lane.Join(ctx, tA)
+	err := lane.Join(ctx, tA)
 	require.NoError(t, err)
 	r := sh.seal() // tA's commit is due: the round of x1
 	require.NotNil(t, r)
@@ -90,7 +88,7 @@ func TestSharedStaleRoundAfterUnseal(t *testing.T) {
 	// tZ joins the next transaction as soon as the lane is unsealed.
 	joined := make(chan error, 1)
 	go func() {
-		_, err := lane.Join(ctx, tZ)
+		err := lane.Join(ctx, tZ)
 		joined <- err
 	}()
 	select {
