@@ -86,6 +86,10 @@ func (l *Lane) End(ctx context.Context, next map[string]map[int32]int64, member 
 // opens a new producer, which fences the lane's transactional ID.
 func (l *Lane) Abort(ctx context.Context) error { return l.l.Abort(ctx) }
 
+// Reopen fences the lane's transactional ID with a new producer after a
+// failed transaction, so that nothing of it stays open.
+func (l *Lane) Reopen(ctx context.Context) error { return l.l.Reopen(ctx) }
+
 // Close closes the lane's producer; an open transaction is aborted by the
 // broker at its transaction timeout.
 func (l *Lane) Close() { l.l.Close() }

@@ -238,8 +238,10 @@ func (t *Task) StreamTime() int64 { return t.stream }
 // checkpoint, when the store left in the directory is usable, or is
 // wiped and restored in full (changelog.Recover says when). The producer
 // fenced every previous owner in Start, so every changelog's last stable
-// offset is final; with a Lane, which fences nothing, the restore first
-// waits for the transactions open on each changelog partition to end. It logs one "task restored" line per store with the
+// offset is final for it; the restore first waits for the transactions
+// open on each changelog partition under other IDs to end (a lane's,
+// which nothing fences; in the default mode, one left by an instance of
+// the shared-producer mode). It logs one "task restored" line per store with the
 // number of records replayed, whether the restore was full and why. The
 // task's stream time is the timer store's. Stateless tasks without named
 // stores or timers do nothing.
@@ -270,11 +272,11 @@ func (t *Task) Restore(ctx context.Context, adm *kadm.Client) error {
 			t.stores[sp.i] = st
 		}
 		began := time.Now()
-		if t.cfg.Lane != nil {
-			// No fence settled the previous owners' transactions.
-			if err := restore.Settle(ctx, adm, sp.topic, t.cfg.Partition); err != nil {
-				return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
-			}
+		// The fence settled the transactions of the task's ID, not those
+		// of another ID (a lane of the shared-producer mode, or a task
+		// of it after a switch of modes): they must end first.
+		if err := restore.Settle(ctx, adm, sp.topic, t.cfg.Partition); err != nil {
+			return fmt.Errorf("task %d: %w", t.cfg.Partition, err)
 		}
 		res, err := changelog.Recover(ctx, adm, sp.topic, t.cfg.Partition, st, t.cfg.KafkaOpts...)
 		if err != nil {
@@ -371,6 +373,9 @@ func (t *Task) Commit(ctx context.Context, b *Batch) error {
 	defer t.mu.RUnlock()
 	if t.closed {
 		return fmt.Errorf("task %d: batch not committed: %w", t.cfg.Partition, ErrClosed)
+	}
+	if t.producer == nil {
+		return fmt.Errorf("task %d: batch not committed: its transactions are its lane's (Config.Lane); Add, then Prepare", t.cfg.Partition)
 	}
 	recs := make([]*kgo.Record, 0, len(b.outputs)+len(b.writes))
 	recs = append(recs, b.outputs...)

@@ -114,7 +114,7 @@ func (b *Balancer) JoinGroupMetadata(interests []string, current map[string][]in
 func (b *Balancer) ParseSyncAssignment(assignment []byte) (map[string][]int32, error) {
 	var a kmsg.ConsumerMemberAssignment
 	if err := a.ReadFrom(assignment); err != nil {
-		return nil, fmt.Errorf("group: sync assignment of protocol %s: %w", Protocol, err)
+		return nil, fmt.Errorf("group: sync assignment of protocol %s: %w", b.ProtocolName(), err)
 	}
 	m := make(map[string][]int32, len(a.Topics))
 	for _, t := range a.Topics {

@@ -32,6 +32,7 @@ type Lane struct {
 	// (nil: none is being opened).
 	opening chan struct{}
 	cur     *Txn
+	closed  bool
 	joined  []any // who joined cur, in order
 }
 
@@ -71,6 +72,10 @@ func (l *Lane) Join(ctx context.Context, who any) (*Txn, error) {
 				return nil, fmt.Errorf("joining the shared transaction: %w", ctx.Err())
 			}
 		}
+		if l.closed {
+			l.mu.Unlock()
+			return nil, errLaneClosed
+		}
 		if l.cur != nil {
 			l.joined = append(l.joined, who)
 			l.mu.Unlock()
@@ -84,6 +89,9 @@ func (l *Lane) Join(ctx context.Context, who any) (*Txn, error) {
 		l.mu.Lock()
 		l.opening = nil
 		close(opening)
+		if err == nil && l.closed {
+			err = errLaneClosed
+		}
 		if err != nil {
 			if p != nil {
 				p.Close()
@@ -113,7 +121,9 @@ func (l *Lane) begin(ctx context.Context, p *Producer) (*Txn, *Producer, error) 
 		return nil, p, err
 	}
 	if err := x.AddOffsets(ctx, l.group); err != nil {
-		return nil, p, errors.Join(err, x.Abort(context.WithoutCancel(ctx)))
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), AbortTimeout)
+		defer cancel()
+		return nil, p, errors.Join(err, x.Abort(actx))
 	}
 	return x, p, nil
 }
@@ -196,10 +206,45 @@ func (l *Lane) finish(failed bool) {
 	}
 }
 
+// Reopen opens a new producer now when the last transaction failed
+// (none is open): it fences the lane's transactional ID, which aborts
+// whatever of the failed transaction is still open, instead of leaving
+// it to the next Join or to the broker's transaction timeout, which
+// every restore of the tasks in it would wait for.
+func (l *Lane) Reopen(ctx context.Context) error {
+	l.mu.Lock()
+	if l.closed || l.p != nil || l.opening != nil || l.cur != nil {
+		l.mu.Unlock()
+		return nil
+	}
+	opening := make(chan struct{})
+	l.opening = opening
+	l.mu.Unlock()
+	p, err := l.open(ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.opening = nil
+	close(opening)
+	if err == nil && l.closed {
+		p.Close()
+		return errLaneClosed
+	}
+	if err != nil {
+		return err
+	}
+	l.p = p
+	return nil
+}
+
+// errLaneClosed is the error of a Join after Close.
+var errLaneClosed = errors.New("txn: the shared transaction's lane is closed")
+
 // Close closes the lane's producer; an open transaction is aborted by
 // the broker (the next owner of the transactional ID, or its timeout).
+// A Join after it, or one opening meanwhile, fails.
 func (l *Lane) Close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.closed = true
 	l.drop()
 }

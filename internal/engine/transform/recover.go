@@ -481,7 +481,7 @@ func (rn *run) groupSession(err error) error {
 			mode, other = "runner.SharedProducer", "a producer per task (the default)"
 		}
 		return errors.Join(flechtwerk.Errorf(flechtwerk.CodeTransactionModeMismatch, "SharedProducer",
-			"group %q has members that run %s; this instance runs %s. Every instance of an application runs the same mode: to switch, stop every instance, then start them in the new mode",
+			"group %q has members that run %s (or another application's consumers); this instance runs %s. Every instance of an application runs the same mode: to switch, stop every instance, then start them in the new mode",
 			c.Group(), other, mode), err)
 	}
 	if !txn.Transient(err) {

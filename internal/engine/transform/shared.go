@@ -179,6 +179,15 @@ func (sh *shared) end(r *round) {
 		took, r.err = sh.lane.End(ctx, next, member)
 		c.Logger.Debug("shared transaction committed", "tasks", len(r.parts), "took", took, "err", r.err)
 	}
+	if r.err != nil {
+		// Fence what is left of the failed transaction now: the restores
+		// of the tasks in it wait for it to end.
+		rctx, rcancel := context.WithTimeout(context.Background(), c.TransactionTimeout)
+		if err := sh.lane.Reopen(rctx); err != nil {
+			c.Logger.Warn("shared transaction failed and its producer could not be reopened; its restores wait for the broker's transaction timeout", "err", err)
+		}
+		rcancel()
+	}
 	close(r.done)
 }
 

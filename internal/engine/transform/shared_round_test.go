@@ -3,6 +3,7 @@ package transform
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ import (
 // another reports its part into it: the round's membership is read under
 // its lock (go test -race).
 func TestSharedCommitReadsWantUnderLock(t *testing.T) {
-	rn := &run{c: &config.Options{BatchTimeout: time.Second}, workers: map[int32]*worker{}, owners: map[int32]string{}}
+	rn := &run{c: &config.Options{BatchTimeout: time.Second, TransactionTimeout: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}, workers: map[int32]*worker{}, owners: map[int32]string{}}
 	sh := &shared{rn: rn, lane: task.NewLane("g-shared", task.Config{ApplicationID: "g"}, nil)}
 	rn.shared = sh
 	for i := 0; i < 300; i++ {
@@ -68,7 +69,7 @@ func TestSharedStaleRoundAfterUnseal(t *testing.T) {
 	lane := task.NewLane(app+"-shared-test", task.Config{ApplicationID: app, TransactionTimeout: time.Minute,
 		KafkaOpts: []kgo.Opt{kgo.SeedBrokers(c.Brokers...)}}, nil)
 	defer lane.Close()
-	rn := &run{c: &config.Options{BatchTimeout: 5 * time.Second}, workers: map[int32]*worker{}, owners: map[int32]string{}}
+	rn := &run{c: &config.Options{BatchTimeout: 5 * time.Second, TransactionTimeout: time.Minute, Logger: slog.New(slog.DiscardHandler)}, workers: map[int32]*worker{}, owners: map[int32]string{}}
 	sh := &shared{rn: rn, lane: lane}
 	rn.shared = sh
 
